@@ -1,0 +1,128 @@
+// Command kray-operator runs kray's RayCluster controller, in cluster or out of cluster with --kubeconfig.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/controller"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type options struct {
+	metricsAddr   string
+	probeAddr     string
+	leaderElect   bool
+	leaderElectNS string
+	concurrency   int
+	qps           float64
+	burst         int
+	namespaces    string
+	clusterDomain string
+	secureMetrics bool
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
+	var o options
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "RayClusters reconciled in parallel")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
+	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "serve metrics over HTTPS with authentication and authorization")
+	zopts := zap.Options{}
+	zopts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, zopts, err
+	}
+	if o.concurrency < 1 {
+		return o, zopts, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.concurrency)
+	}
+	return o, zopts, nil
+}
+
+func main() {
+	fs := flag.NewFlagSet("kray-operator", flag.ExitOnError)
+	ctrlFlags := flag.CommandLine // controller-runtime registers --kubeconfig here
+	ctrlFlags.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	o, zopts, err := parseFlags(fs, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	if err := run(o); err != nil {
+		ctrl.Log.Error(err, "kray-operator stopped")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(rayv1.AddToScheme(scheme))
+	utilruntime.Must(kruisev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	var namespaces []string
+	for _, ns := range strings.Split(o.namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(namespaces),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "kray-operator.ray.io",
+		LeaderElectionNamespace: o.leaderElectNS,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	r := &controller.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
+		Options:   builder.Options{ClusterDomain: o.clusterDomain, Version: version},
+	}
+	if err := r.SetupWithManager(mgr, o.concurrency); err != nil {
+		return fmt.Errorf("set up controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting kray-operator", "version", version, "namespaces", namespaces, "concurrency", o.concurrency)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,32 @@
+// Package builder turns a RayCluster into the objects kray writes: the head Service, the head Advanced
+// StatefulSet, one CloneSet per worker group, the autoscaler's RBAC, and the pod templates inside them.
+//
+// Every function here is pure: no client, no environment, no logging, no clock. The same input always gives
+// the same output, which the golden tests pin.
+package builder
+
+import (
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// Options are the operator-level settings that shape generated objects.
+type Options struct {
+	// ClusterDomain is the cluster DNS domain used in the head Service FQDN; empty means "cluster.local".
+	ClusterDomain string
+	// Version is kray's version, reported to Ray's usage stats; empty means "dev".
+	Version string
+}
+
+func (o Options) clusterDomain() string {
+	if o.ClusterDomain == "" {
+		return constants.DefaultClusterDomain
+	}
+	return o.ClusterDomain
+}
+
+func (o Options) version() string {
+	if o.Version == "" {
+		return "dev"
+	}
+	return o.Version
+}

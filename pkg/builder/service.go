@@ -1,0 +1,134 @@
+package builder
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// defaultHeadPorts are the head Service ports when the Ray container declares none.
+var defaultHeadPorts = []corev1.ContainerPort{
+	{Name: "client", ContainerPort: constants.DefaultClientPort},
+	{Name: "gcs-server", ContainerPort: 6379},
+	{Name: "dashboard", ContainerPort: constants.DefaultDashboardPort},
+	{Name: "metrics", ContainerPort: constants.DefaultMetricsPort},
+	{Name: "serve", ContainerPort: constants.DefaultServePort},
+}
+
+// HeadServiceName is the head Service's name: headService.metadata.name if set, else "<cluster>-head-svc".
+func HeadServiceName(rc *rayv1.RayCluster) string {
+	if s := rc.Spec.HeadGroupSpec.HeadService; s != nil && s.Name != "" {
+		return s.Name
+	}
+	return names.HeadService(rc.Name)
+}
+
+// HeadServiceLabels are the head Service's labels and selector; app.kubernetes.io/name follows the head template.
+func HeadServiceLabels(rc *rayv1.RayCluster) map[string]string {
+	app := constants.AppNameDefault
+	if v, ok := rc.Spec.HeadGroupSpec.Template.Labels[constants.LabelAppName]; ok {
+		app = v
+	}
+	return map[string]string{
+		constants.LabelCluster:    rc.Name,
+		constants.LabelNodeType:   constants.NodeTypeHead,
+		constants.LabelIdentifier: checkLabel(rc.Name + "-" + constants.NodeTypeHead),
+		constants.LabelAppName:    app,
+		constants.LabelCreatedBy:  constants.CreatedByValue,
+	}
+}
+
+// HeadService is the Service in front of the head pod (KubeRay §4.2): headless unless a type or a custom
+// headService says otherwise, one port per named Ray container port plus metrics.
+func HeadService(rc *rayv1.RayCluster) *corev1.Service {
+	labels := HeadServiceLabels(rc)
+	ports := headServicePorts(rc)
+	if custom := rc.Spec.HeadGroupSpec.HeadService; custom != nil {
+		svc := custom.DeepCopy()
+		svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+		meta := objectMeta(rc, HeadServiceName(rc), mergeMaps(svc.Labels, labels))
+		meta.Annotations = mergeMaps(svc.Annotations, rc.Spec.HeadServiceAnnotations)
+		svc.ObjectMeta = meta
+		svc.Spec.Selector = labels
+		svc.Spec.Ports = append(svc.Spec.Ports, ports...)
+		if svc.Spec.Type == "" {
+			svc.Spec.Type = rc.Spec.HeadGroupSpec.ServiceType
+		}
+		svc.Status = corev1.ServiceStatus{}
+		return svc
+	}
+	meta := objectMeta(rc, HeadServiceName(rc), labels)
+	if len(rc.Spec.HeadServiceAnnotations) > 0 {
+		meta.Annotations = mergeMaps(nil, rc.Spec.HeadServiceAnnotations)
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta,
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    ports,
+			Type:     rc.Spec.HeadGroupSpec.ServiceType,
+		},
+	}
+	if svc.Spec.Type == "" || svc.Spec.Type == corev1.ServiceTypeClusterIP {
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+		svc.Spec.PublishNotReadyAddresses = true
+	}
+	return svc
+}
+
+// headServicePorts maps the head Ray container's ports to Service ports, sorted by name, with metrics always present.
+func headServicePorts(rc *rayv1.RayCluster) []corev1.ServicePort {
+	var container []corev1.ContainerPort
+	if cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(cs) > 0 {
+		container = cs[constants.RayContainerIndex].Ports
+	}
+	if len(container) == 0 {
+		container = defaultHeadPorts
+	}
+	appProtocol := "tcp"
+	var ports []corev1.ServicePort
+	for _, p := range container {
+		name := p.Name
+		if name == "" {
+			name = fmt.Sprintf("%d-port", p.ContainerPort)
+		}
+		ports = append(ports, corev1.ServicePort{Name: name, Port: p.ContainerPort, AppProtocol: &appProtocol})
+	}
+	if !hasServicePort(ports, "metrics") {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: constants.DefaultMetricsPort, AppProtocol: &appProtocol})
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i].Name < ports[j].Name })
+	return ports
+}
+
+func hasServicePort(ports []corev1.ServicePort, name string) bool {
+	for _, p := range ports {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeMaps returns a new map with base's entries overlaid by over's; nil when both are empty.
+func mergeMaps(base, over map[string]string) map[string]string {
+	if len(base) == 0 && len(over) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}

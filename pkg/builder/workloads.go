@@ -1,0 +1,159 @@
+package builder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// revisionHistoryLimit is set explicitly so that Kruise's defaulting never differs from what kray wrote.
+const revisionHistoryLimit = 10
+
+// HeadSelector selects the head pod of a cluster and nothing else.
+func HeadSelector(rc *rayv1.RayCluster) map[string]string {
+	return map[string]string{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeHead}
+}
+
+// WorkerSelector selects one worker group's pods; it includes the node type so a group named "headgroup"
+// cannot select the head.
+func WorkerSelector(rc *rayv1.RayCluster, group string) map[string]string {
+	return map[string]string{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group}
+}
+
+// HeadStatefulSet is the one-replica Advanced StatefulSet that runs (and replaces) the head pod. Its update
+// strategy is paused so template changes never restart the running head (KubeRay's default); replicas is 0
+// while the cluster is suspended.
+func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.StatefulSet {
+	replicas := int32(1)
+	if ClusterSuspended(rc) {
+		replicas = 0
+	}
+	sts := &kruisev1beta1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kruisev1beta1.GroupVersion.String(), Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(rc, names.HeadStatefulSet(rc.Name), HeadSelector(rc)),
+		Spec: kruisev1beta1.StatefulSetSpec{
+			Replicas:             &replicas,
+			Selector:             &metav1.LabelSelector{MatchLabels: HeadSelector(rc)},
+			Template:             HeadPodTemplate(rc, opts),
+			ServiceName:          HeadServiceName(rc),
+			PodManagementPolicy:  "OrderedReady",
+			RevisionHistoryLimit: ptr.To[int32](revisionHistoryLimit),
+			UpdateStrategy: kruisev1beta1.StatefulSetUpdateStrategy{
+				Type: "RollingUpdate",
+				RollingUpdate: &kruisev1beta1.RollingUpdateStatefulSetStrategy{
+					Partition:       ptr.To[int32](0),
+					MaxUnavailable:  ptr.To(intstr.FromInt32(1)),
+					PodUpdatePolicy: kruisev1beta1.RecreatePodUpdateStrategyType,
+					Paused:          true,
+					MinReadySeconds: ptr.To[int32](0),
+				},
+			},
+		},
+	}
+	setSpecHash(&sts.ObjectMeta, sts.Spec.Template, sts.Spec.UpdateStrategy)
+	return sts
+}
+
+// WorkerCloneSet is a worker group's CloneSet. replicas is the group's desired pod count; podsToDelete is
+// left empty (the reconciler fills it from a fresh read). The update strategy is paused so template changes
+// never restart running workers, and maxUnavailable is 100% so named removals are never held back.
+func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options) *kruisev1alpha1.CloneSet {
+	replicas := GroupReplicas(rc, group)
+	selector := WorkerSelector(rc, group.GroupName)
+	cs := &kruisev1alpha1.CloneSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kruisev1alpha1.GroupVersion.String(), Kind: "CloneSet"},
+		ObjectMeta: objectMeta(rc, names.WorkerCloneSet(rc.Name, group.GroupName), selector),
+		Spec: kruisev1alpha1.CloneSetSpec{
+			Replicas:             &replicas,
+			Selector:             &metav1.LabelSelector{MatchLabels: selector},
+			Template:             WorkerPodTemplate(rc, group, opts),
+			RevisionHistoryLimit: ptr.To[int32](revisionHistoryLimit),
+			UpdateStrategy: kruisev1alpha1.CloneSetUpdateStrategy{
+				Type:           kruisev1alpha1.RecreateCloneSetUpdateStrategyType,
+				Partition:      ptr.To(intstr.FromInt32(0)),
+				MaxUnavailable: ptr.To(intstr.FromString("100%")),
+				MaxSurge:       ptr.To(intstr.FromInt32(0)),
+				Paused:         true,
+			},
+		},
+	}
+	setSpecHash(&cs.ObjectMeta, cs.Spec.Template, cs.Spec.UpdateStrategy)
+	return cs
+}
+
+// setSpecHash records a hash of the parts of a workload spec that kray owns apart from replicas and
+// podsToDelete, so the reconciler rewrites them only when they change.
+func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strategy any) {
+	data, err := json.Marshal(struct {
+		Template corev1.PodTemplateSpec
+		Strategy any
+	}{template, strategy})
+	if err != nil {
+		panic(err) // API types always marshal
+	}
+	sum := sha256.Sum256(data)
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
+}
+
+// ClusterSuspended reports whether spec.suspend is true.
+func ClusterSuspended(rc *rayv1.RayCluster) bool {
+	return rc.Spec.Suspend != nil && *rc.Spec.Suspend
+}
+
+// GroupSuspended reports whether the group is suspended on its own or through the cluster.
+func GroupSuspended(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec) bool {
+	return ClusterSuspended(rc) || (group.Suspend != nil && *group.Suspend)
+}
+
+// NumOfHosts is the group's pods per replica; 0 (from old CRDs) counts as 1.
+func NumOfHosts(group *rayv1.WorkerGroupSpec) int32 {
+	if group.NumOfHosts <= 0 {
+		return 1
+	}
+	return group.NumOfHosts
+}
+
+// ClampedReplicas is the group's replicas (min when unset) clamped to [min, max], before numOfHosts.
+func ClampedReplicas(group *rayv1.WorkerGroupSpec) int32 {
+	lo := ptr.Deref(group.MinReplicas, 0)
+	hi := ptr.Deref(group.MaxReplicas, math.MaxInt32)
+	n := ptr.Deref(group.Replicas, lo)
+	if n < lo {
+		n = lo
+	}
+	if n > hi {
+		n = hi
+	}
+	return n
+}
+
+// GroupReplicas is the group's desired pod count: clamp(replicas, min, max) × numOfHosts, 0 when suspended.
+// It saturates at MaxInt32 instead of overflowing.
+func GroupReplicas(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec) int32 {
+	if GroupSuspended(rc, group) {
+		return 0
+	}
+	return saturate(int64(ClampedReplicas(group)) * int64(NumOfHosts(group)))
+}
+
+func saturate(n int64) int32 {
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(n)
+}

@@ -1,0 +1,121 @@
+// Package constants names every label, annotation, condition, reason and finalizer that kray reads or writes.
+//
+// Keys shared with KubeRay keep KubeRay's spelling, because the Ray autoscaler and Ray's tooling read them.
+package constants
+
+// Pod and object labels. The first group is KubeRay's contract with the Ray autoscaler and Ray tooling.
+const (
+	// LabelCluster carries the RayCluster name on every object and pod kray manages.
+	LabelCluster = "ray.io/cluster"
+	// LabelNodeType is "head" or "worker".
+	LabelNodeType = "ray.io/node-type"
+	// LabelGroup is the worker group name, or HeadGroupName on the head.
+	LabelGroup = "ray.io/group"
+	// LabelIdentifier is "<cluster>-head" or "<cluster>-worker".
+	LabelIdentifier = "ray.io/identifier"
+	// LabelIsRayNode is "yes" on every Ray pod.
+	LabelIsRayNode = "ray.io/is-ray-node"
+	// LabelAppName is the Kubernetes recommended app name label ("kuberay" unless the head template overrides it).
+	LabelAppName = "app.kubernetes.io/name"
+	// LabelCreatedBy is the Kubernetes recommended creator label.
+	LabelCreatedBy = "app.kubernetes.io/created-by"
+	// LabelOriginatedFromCRD says which KubeRay CRD a cluster came from (RayCluster, RayJob, RayService).
+	LabelOriginatedFromCRD = "ray.io/originated-from-crd"
+)
+
+// Label values.
+const (
+	NodeTypeHead   = "head"
+	NodeTypeWorker = "worker"
+	// HeadGroupName is the ray.io/group value of the head pod.
+	HeadGroupName = "headgroup"
+	// AppNameDefault is the default app.kubernetes.io/name value, kept from KubeRay so selectors and dashboards match.
+	AppNameDefault = "kuberay"
+	// CreatedByValue is the app.kubernetes.io/created-by value; KubeRay's, so tools that filter on it keep working.
+	CreatedByValue = "kuberay-operator"
+	IsRayNodeValue = "yes"
+)
+
+// Annotations read from the RayCluster or written on pods.
+const (
+	// AnnotationOverwriteContainerCmd "true" leaves the Ray container command as the user wrote it.
+	AnnotationOverwriteContainerCmd = "ray.io/overwrite-container-cmd"
+	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "false" on head pods.
+	AnnotationFTEnabled = "ray.io/ft-enabled"
+	// AnnotationSpecHash on a workload holds the hash of the spec kray last wrote, so unchanged specs are not rewritten.
+	AnnotationSpecHash = "kray.io/spec-hash"
+	// AnnotationRestartPolicy records the restartPolicy the user asked for when kray had to render Always for Kruise.
+	AnnotationRestartPolicy = "kray.io/requested-restart-policy"
+)
+
+// Ray start parameters and ports kray defaults.
+const (
+	DefaultHeadPort               = "6379"
+	DefaultDashboardPort          = 8265
+	DefaultDashboardAgentPort     = 52365
+	DefaultMetricsPort            = 8080
+	DefaultClientPort             = 10001
+	DefaultServePort              = 8000
+	DefaultClusterDomain          = "cluster.local"
+	RayContainerIndex             = 0
+	AutoscalerContainerName       = "autoscaler"
+	WaitGCSReadyInitContainerName = "wait-gcs-ready"
+	SharedMemoryVolumeName        = "shared-mem"
+	SharedMemoryMountPath         = "/dev/shm"
+	RayLogsVolumeName             = "ray-logs"
+	RayLogsMountPath              = "/tmp/ray"
+)
+
+// Condition types kray adds beside KubeRay's (which live in api/v1).
+const (
+	// ConditionSpecValid is False while the spec fails validation that the CRD cannot express.
+	ConditionSpecValid = "RayClusterSpecValid"
+	// ConditionWorkloadsSynced is False while kray cannot write its Kruise workloads (for example, Kruise's webhooks are down).
+	ConditionWorkloadsSynced = "WorkloadsSynced"
+)
+
+// Condition reasons.
+const (
+	ReasonHeadPodNotFound                = "HeadPodNotFound"
+	ReasonHeadPodRunningAndReady         = "HeadPodRunningAndReady"
+	ReasonUnknown                        = "Unknown"
+	ReasonAllPodRunningAndReadyFirstTime = "AllPodRunningAndReadyFirstTime"
+	ReasonPodsProvisioning               = "RayClusterPodsProvisioning"
+	ReasonFailedCreateHeadPod            = "FailedCreateHeadPod"
+	ReasonFailedCreateWorkerPod          = "FailedCreateWorkerPod"
+	ReasonValid                          = "Valid"
+	ReasonInvalidSpec                    = "InvalidRayClusterSpec"
+	ReasonInvalidMetadata                = "InvalidRayClusterMetadata"
+	ReasonSynced                         = "Synced"
+	ReasonWorkloadWriteFailed            = "WorkloadWriteFailed"
+)
+
+// Event reasons. KubeRay's reasons are kept where the action is the same.
+const (
+	EventCreatedService           = "CreatedService"
+	EventCreatedHeadStatefulSet   = "CreatedHeadStatefulSet"
+	EventCreatedWorkerCloneSet    = "CreatedWorkerCloneSet"
+	EventUpdatedWorkload          = "UpdatedWorkload"
+	EventDeletedWorkerCloneSet    = "DeletedWorkerCloneSet"
+	EventScaledWorkerGroup        = "ScaledWorkerGroup"
+	EventDeletedWorkerPod         = "DeletedWorkerPod"
+	EventDeletedHeadPod           = "DeletedHeadPod"
+	EventWorkersToDeleteIgnored   = "WorkersToDeleteIgnored"
+	EventCreatedServiceAccount    = "CreatedServiceAccount"
+	EventCreatedRole              = "CreatedRole"
+	EventCreatedRoleBinding       = "CreatedRoleBinding"
+	EventRestartPolicySubstituted = "RestartPolicySubstituted"
+	EventInvalidSpec              = "InvalidRayClusterSpec"
+	EventInvalidMetadata          = "InvalidRayClusterMetadata"
+	EventFailedToCreateService    = "FailedToCreateService"
+	EventFailedToWriteWorkload    = "FailedToWriteWorkload"
+	EventFailedToDeletePod        = "FailedToDeletePod"
+	EventAutoscalerSANotFound     = "AutoscalerServiceAccountNotFound"
+	EventFailedCreateWorkerPod    = "FailedToCreateWorkerPod"
+	EventFailedCreateHeadPod      = "FailedToCreateHeadPod"
+	EventSuspending               = "Suspending"
+	EventSuspended                = "Suspended"
+)
+
+// ControllerName is the field manager and event reporter of kray's reconciler.
+const ControllerName = "kray-operator"

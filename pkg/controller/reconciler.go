@@ -1,0 +1,151 @@
+// Package controller is kray's RayCluster reconciler: it loads a RayCluster, runs a fixed list of phases
+// that write Kruise workloads and their companions, and writes the status once.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/status"
+	"github.com/kray-project/kray/pkg/validation"
+)
+
+// Reconciler reconciles RayClusters into Kruise workloads.
+type Reconciler struct {
+	// Client reads from the informer cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly; used where a stale read could delete the wrong pod.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Options   builder.Options
+	// Now returns the current time; tests may pin it.
+	Now func() time.Time
+}
+
+// phase is one named step of a reconcile. It may append events to be emitted after the status write.
+type phase struct {
+	name string
+	run  func(ctx context.Context, s *state) error
+}
+
+// state is what the phases of one reconcile share.
+type state struct {
+	rc *rayv1.RayCluster
+	// effective is rc with spec.suspend forced on while a suspension is completing; builders read it.
+	effective *rayv1.RayCluster
+	events    []event
+}
+
+type event struct {
+	warning bool
+	reason  string
+	message string
+}
+
+func (s *state) normal(reason, format string, args ...any) {
+	s.events = append(s.events, event{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+func (s *state) warn(reason, format string, args ...any) {
+	s.events = append(s.events, event{warning: true, reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+func (r *Reconciler) phases() []phase {
+	return []phase{
+		{"autoscaler-rbac", r.reconcileAutoscalerRBAC},
+		{"head-service", r.reconcileHeadService},
+		{"head-statefulset", r.reconcileHeadStatefulSet},
+		{"worker-clonesets", r.reconcileWorkerGroups},
+		{"pod-hygiene", r.reconcilePodHygiene},
+	}
+}
+
+// Reconcile brings one RayCluster's Kruise workloads to its spec and writes its status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rc := &rayv1.RayCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !managedByKray(rc) || rc.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	s := &state{rc: rc, effective: effectiveCluster(rc)}
+	obs := status.Observed{}
+	if err := validation.Metadata(rc); err != nil {
+		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata
+		s.warn(constants.EventInvalidMetadata, "The RayCluster metadata is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
+	} else if err := validation.Spec(rc); err != nil {
+		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidSpec
+		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
+	}
+	var syncErr error
+	if obs.InvalidSpec == nil {
+		for _, w := range validation.Warnings(rc) {
+			s.warn(constants.EventRestartPolicySubstituted, "%s", w)
+		}
+		for _, p := range r.phases() {
+			if err := p.run(ctx, s); err != nil {
+				syncErr = fmt.Errorf("phase %s: %w", p.name, err)
+				break
+			}
+		}
+	}
+	obs.SyncError = syncErr
+	statusErr := r.writeStatus(ctx, s, obs)
+	r.emit(s)
+	// An invalid spec is reported, not retried: the next spec change triggers a new reconcile.
+	return ctrl.Result{}, errors.Join(syncErr, statusErr)
+}
+
+// managedByKray reports whether spec.managedBy leaves the object to kray (unset or KubeRay's value).
+func managedByKray(rc *rayv1.RayCluster) bool {
+	return rc.Spec.ManagedBy == nil || *rc.Spec.ManagedBy == rayv1.KubeRayOperatorManagedBy
+}
+
+// effectiveCluster returns rc, or a copy with spec.suspend on while a started suspension completes.
+func effectiveCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	if builder.ClusterSuspended(rc) || !status.EffectiveSuspend(rc) {
+		return rc
+	}
+	cp := rc.DeepCopy()
+	on := true
+	cp.Spec.Suspend = &on
+	return cp
+}
+
+func (r *Reconciler) emit(s *state) {
+	for _, e := range s.events {
+		kind := corev1.EventTypeNormal
+		if e.warning {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Event(s.rc, kind, e.reason, e.message)
+	}
+}
+
+func (r *Reconciler) now() metav1.Time {
+	if r.Now != nil {
+		return metav1.NewTime(r.Now().UTC().Truncate(time.Second))
+	}
+	return metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+}
+
+// ignoreAlreadyExists treats a lost create race as success: the object exists, which is what was wanted.
+func ignoreAlreadyExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

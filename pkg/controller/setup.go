@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets;statefulsets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+//
+// Why each verb: RayClusters are read and only their status is written (never the spec). Kruise workloads
+// are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
+// read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
+// restartPolicy-Never template. Services and the autoscaler's RBAC are created once, never updated. The
+// operator grants the autoscaler's Role, so it must hold those pod and raycluster verbs itself (it does:
+// get/list/watch on pods; patch on pods and pods/resize and rayclusters below).
+// +kubebuilder:rbac:groups="",resources=pods;pods/resize,verbs=patch
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=patch
+
+// CacheOptions scopes the informer caches to what kray owns: objects labelled with ray.io/cluster, with
+// managed fields stripped. namespaces limits the watch; empty means all namespaces.
+func CacheOptions(namespaces []string) cache.Options {
+	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key and operator never fail
+	}
+	sel := cache.ByObject{Label: labels.NewSelector().Add(*owned)}
+	opts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                {Label: sel.Label},
+			&corev1.Service{}:            {Label: sel.Label},
+			&corev1.ServiceAccount{}:     {Label: sel.Label},
+			&rbacv1.Role{}:               {Label: sel.Label},
+			&rbacv1.RoleBinding{}:        {Label: sel.Label},
+			&kruisev1alpha1.CloneSet{}:   {Label: sel.Label},
+			&kruisev1beta1.StatefulSet{}: {Label: sel.Label},
+		},
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// SetupWithManager registers the reconciler: RayCluster spec, label and annotation changes (not its own
+// status writes), the Kruise workloads and Service it owns, and the pods of each cluster by label.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("raycluster").
+		For(&rayv1.RayCluster{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&kruisev1alpha1.CloneSet{}).
+		Owns(&kruisev1beta1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// podToCluster maps a pod to the RayCluster named by its ray.io/cluster label.
+func podToCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[constants.LabelCluster]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/scale"
+)
+
+// reconcileWorkerGroups creates, updates and scales one CloneSet per worker group, then deletes the
+// CloneSets of groups removed from the spec (their pods go with them).
+func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error {
+	wanted := map[string]bool{}
+	for i := range s.effective.Spec.WorkerGroupSpecs {
+		group := &s.effective.Spec.WorkerGroupSpecs[i]
+		desired := builder.WorkerCloneSet(s.effective, group, r.Options)
+		wanted[desired.Name] = true
+		if err := r.reconcileWorkerGroup(ctx, s, group, desired); err != nil {
+			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
+		}
+	}
+	return r.deleteRemovedGroups(ctx, s, wanted)
+}
+
+func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, desired *kruisev1alpha1.CloneSet) error {
+	live := &kruisev1alpha1.CloneSet{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) {
+		if err := r.Client.Create(ctx, desired); err != nil {
+			s.warn(constants.EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
+			return fmt.Errorf("create CloneSet %s: %w", desired.Name, ignoreAlreadyExists(err))
+		}
+		s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ownedBy(live, s.rc) {
+		return notOwnedError("CloneSet", live.Name)
+	}
+	if !cloneSetMayDiffer(live, desired, group) {
+		return nil
+	}
+	var plan scale.Plan
+	var before int32
+	changed, err := r.updateFresh(ctx, client.ObjectKeyFromObject(desired), live, func() (bool, error) {
+		var err error
+		before = ptr.Deref(live.Spec.Replicas, 0)
+		plan, err = r.planScale(ctx, s, group, live, desired)
+		if err != nil {
+			return false, err
+		}
+		templateChanged := live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]
+		if !templateChanged && !plan.Changed(scaleInput(live, desired, group, nil, s.rc)) {
+			return false, nil
+		}
+		if templateChanged {
+			live.Spec.Template = desired.Spec.Template
+			live.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
+			setAnnotation(live, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
+		}
+		live.Spec.Replicas = ptr.To(plan.Replicas)
+		live.Spec.ScaleStrategy.PodsToDelete = plan.PodsToDelete
+		return true, nil
+	})
+	if len(plan.Ignored) > 0 {
+		s.warn(constants.EventWorkersToDeleteIgnored, "Worker group %s: workersToDelete names that were not deleted: %s", group.GroupName, scale.Describe(plan.Ignored))
+	}
+	if err != nil {
+		s.warn(constants.EventFailedToWriteWorkload, "Failed to update CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
+		return fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
+	}
+	if !changed {
+		return nil
+	}
+	if len(plan.Named) > 0 {
+		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
+	}
+	if plan.Replicas != before {
+		s.normal(constants.EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
+	}
+	return nil
+}
+
+// cloneSetMayDiffer is the cheap, cache-based check that avoids a fresh read when nothing can change.
+func cloneSetMayDiffer(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec) bool {
+	return live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash] ||
+		ptr.Deref(live.Spec.Replicas, -1) != ptr.Deref(desired.Spec.Replicas, 0) ||
+		len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0
+}
+
+// planScale lists the group's pods from the API server (never the cache) when names are involved, and
+// computes the CloneSet's replicas and podsToDelete.
+func (r *Reconciler) planScale(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) (scale.Plan, error) {
+	var pods []corev1.Pod
+	if len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0 {
+		list := &corev1.PodList{}
+		sel := client.MatchingLabels{constants.LabelCluster: s.rc.Name}
+		if err := r.APIReader.List(ctx, list, client.InNamespace(s.rc.Namespace), sel); err != nil {
+			return scale.Plan{}, fmt.Errorf("list pods of cluster for worker group %s: %w", group.GroupName, err)
+		}
+		pods = list.Items
+	}
+	return scale.Compute(scaleInput(live, desired, group, pods, s.rc)), nil
+}
+
+func scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec, pods []corev1.Pod, rc *rayv1.RayCluster) scale.Input {
+	return scale.Input{
+		CloneSetUID:         live.UID,
+		CurrentReplicas:     ptr.Deref(live.Spec.Replicas, 0),
+		CurrentPodsToDelete: live.Spec.ScaleStrategy.PodsToDelete,
+		DesiredReplicas:     ptr.Deref(desired.Spec.Replicas, 0),
+		WorkersToDelete:     group.ScaleStrategy.WorkersToDelete,
+		Pods:                pods,
+		Autoscaling:         builder.AutoscalingEnabled(rc),
+	}
+}
+
+// deleteRemovedGroups deletes the CloneSets this cluster owns whose group is no longer in the spec.
+func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted map[string]bool) error {
+	list := &kruisev1alpha1.CloneSetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name}); err != nil {
+		return fmt.Errorf("list CloneSets: %w", err)
+	}
+	for i := range list.Items {
+		cs := &list.Items[i]
+		if wanted[cs.Name] || !ownedBy(cs, s.rc) || cs.DeletionTimestamp != nil {
+			continue
+		}
+		uid := cs.UID
+		err := r.Client.Delete(ctx, cs, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
+		if client.IgnoreNotFound(err) != nil {
+			s.warn(constants.EventFailedToWriteWorkload, "Failed to delete CloneSet %s of a removed worker group: %v", cs.Name, err)
+			return fmt.Errorf("delete CloneSet %s: %w", cs.Name, err)
+		}
+		s.normal(constants.EventDeletedWorkerCloneSet, "Deleted CloneSet %s/%s: worker group %s was removed from the spec", cs.Namespace, cs.Name, cs.Labels[constants.LabelGroup])
+	}
+	return nil
+}

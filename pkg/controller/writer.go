@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+// createIfMissing creates obj unless an object with its name exists; it never updates. It returns whether
+// it created obj. KubeRay treats Services and the autoscaler's RBAC the same way.
+func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object, existing client.Object) (bool, error) {
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	switch {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	if err := r.Client.Create(ctx, obj); err != nil {
+		return false, ignoreAlreadyExists(err)
+	}
+	return true, nil
+}
+
+// updateFresh reads the latest version of obj from the API server (not the cache), lets mutate change it,
+// and updates it when mutate reports a change, retrying from a fresh read on conflict. The update carries
+// the read's resourceVersion, so it never overwrites a write it did not see.
+func (r *Reconciler) updateFresh(ctx context.Context, key types.NamespacedName, obj client.Object, mutate func() (bool, error)) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.APIReader.Get(ctx, key, obj); err != nil {
+			return err
+		}
+		var err error
+		if changed, err = mutate(); err != nil || !changed {
+			return err
+		}
+		return r.Client.Update(ctx, obj)
+	})
+	return changed, err
+}
+
+// deletePod deletes exactly the pod that was observed: the UID precondition keeps a replacement that reused
+// the name (the head pod always does) from being deleted by mistake. NotFound is success.
+func (r *Reconciler) deletePod(ctx context.Context, obj client.Object) error {
+	uid := obj.GetUID()
+	err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// ownedBy reports whether rc is obj's controller; kray never adopts or changes objects it does not own.
+func ownedBy(obj metav1.Object, rc *rayv1.RayCluster) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == rc.UID
+}
+
+// notOwnedError reports an object in the way that kray did not create.
+func notOwnedError(kind, name string) error {
+	return fmt.Errorf("%s %s exists and is not controlled by this RayCluster; rename or delete it", kind, name)
+}

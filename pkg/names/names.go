@@ -1,0 +1,55 @@
+// Package names derives every object name kray creates from a RayCluster, within Kubernetes' and Kruise's limits.
+package names
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// MaxWorkloadName is the longest CloneSet or Advanced StatefulSet name whose pods' controller-revision-hash
+// label still fits in 63 characters.
+const MaxWorkloadName = 52
+
+// MaxObjectName bounds Service, ServiceAccount, Role and RoleBinding names; 63 keeps them valid DNS labels.
+const MaxObjectName = 63
+
+// hashLen is the number of hex characters of the suffix that makes a shortened name unique.
+const hashLen = 8
+
+// Shorten returns name unchanged when it fits in max characters, otherwise a deterministic prefix of name
+// followed by "-" and a hash of the whole name, max characters long; the result never ends in "-" before the hash.
+func Shorten(name string, max int) string {
+	if len(name) <= max {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := hex.EncodeToString(sum[:])[:hashLen]
+	prefix := strings.TrimRight(name[:max-hashLen-1], "-.")
+	return prefix + "-" + suffix
+}
+
+// HeadService is the head Service name, "<cluster>-head-svc".
+func HeadService(cluster string) string {
+	return Shorten(cluster+"-head-svc", MaxObjectName)
+}
+
+// HeadStatefulSet is the head Advanced StatefulSet name, "<cluster>-head"; its pod is "<name>-0".
+func HeadStatefulSet(cluster string) string {
+	return Shorten(strings.ToLower(cluster)+"-head", MaxWorkloadName)
+}
+
+// HeadPod is the name of the single head pod that the head Advanced StatefulSet creates.
+func HeadPod(cluster string) string {
+	return HeadStatefulSet(cluster) + "-0"
+}
+
+// WorkerCloneSet is the worker CloneSet name, "<cluster>-<group>-worker", lowercased like KubeRay's pod prefix.
+func WorkerCloneSet(cluster, group string) string {
+	return Shorten(strings.ToLower(cluster+"-"+group)+"-worker", MaxWorkloadName)
+}
+
+// AutoscalerRBAC is the name of the autoscaler's ServiceAccount (when the template names none), Role and RoleBinding.
+func AutoscalerRBAC(cluster string) string {
+	return Shorten(cluster, MaxObjectName)
+}

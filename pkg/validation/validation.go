@@ -1,0 +1,183 @@
+// Package validation checks a RayCluster for what its CRD schema cannot express. It is pure: it reads only
+// the object and returns the first problem it finds, in KubeRay's check order and wording.
+package validation
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// MaxClusterNameLength leaves room for the longest derived name ("-serve-svc") inside 63 characters.
+const MaxClusterNameLength = 53
+
+// resourceParamKeys are the ray start params that a group's `resources` map would also set.
+var resourceParamKeys = []string{"num-cpus", "num-gpus", "memory", "resources"}
+
+// Metadata checks the cluster name; its error is reported with the InvalidRayClusterMetadata reason.
+func Metadata(rc *rayv1.RayCluster) error {
+	if len(rc.Name) > MaxClusterNameLength {
+		return fmt.Errorf("RayCluster name should be no more than %d characters", MaxClusterNameLength)
+	}
+	if errs := utilvalidation.IsDNS1035Label(rc.Name); len(errs) > 0 {
+		return fmt.Errorf("RayCluster name should be a valid DNS1035 label: %v", errs)
+	}
+	return nil
+}
+
+// Spec checks the spec; its error is reported with the InvalidRayClusterSpec reason.
+func Spec(rc *rayv1.RayCluster) error {
+	head := rc.Spec.HeadGroupSpec
+	if len(head.Template.Spec.Containers) == 0 {
+		return fmt.Errorf("headGroupSpec should have at least one container")
+	}
+	for i := range rc.Spec.WorkerGroupSpecs {
+		if len(rc.Spec.WorkerGroupSpecs[i].Template.Spec.Containers) == 0 {
+			return fmt.Errorf("workerGroupSpec should have at least one container")
+		}
+	}
+	if err := groupParams("Head", head.RayStartParams, head.Resources); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	autoscaling := builder.AutoscalingEnabled(rc)
+	v2 := builder.AutoscalerV2(rc)
+	for i := range rc.Spec.WorkerGroupSpecs {
+		g := &rc.Spec.WorkerGroupSpecs[i]
+		if seen[g.GroupName] {
+			return fmt.Errorf("worker group names must be unique: %q is used more than once", g.GroupName)
+		}
+		seen[g.GroupName] = true
+		if err := groupParams(g.GroupName, g.RayStartParams, g.Resources); err != nil {
+			return err
+		}
+		if err := groupReplicas(g, autoscaling); err != nil {
+			return err
+		}
+		if g.IdleTimeoutSeconds != nil {
+			if *g.IdleTimeoutSeconds < 0 {
+				return fmt.Errorf("worker group %s: idleTimeoutSeconds must be non-negative, got %d", g.GroupName, *g.IdleTimeoutSeconds)
+			}
+			if !v2 {
+				return fmt.Errorf("worker group %s: idleTimeoutSeconds is set, but autoscaler v2 is not enabled. Please set .spec.autoscalerOptions.version to 'v2' (or set RAY_enable_autoscaler_v2 on the head)", g.GroupName)
+			}
+		}
+		if g.Suspend != nil && *g.Suspend && autoscaling {
+			return fmt.Errorf("worker group %s cannot be suspended with Autoscaler enabled", g.GroupName)
+		}
+	}
+	return autoscalerRules(rc, autoscaling, v2)
+}
+
+func groupParams(group string, params, resources map[string]string) error {
+	if len(resources) > 0 {
+		for _, k := range resourceParamKeys {
+			if _, ok := params[k]; ok {
+				return fmt.Errorf("resource fields should not be set in both rayStartParams and Resources for %s group; please use only one", group)
+			}
+		}
+		for name, v := range resources {
+			if _, err := resource.ParseQuantity(v); err != nil {
+				return fmt.Errorf("%s group: resources[%q] = %q is not a valid quantity: %v", group, name, v, err)
+			}
+		}
+	}
+	if _, ok := params["labels"]; ok {
+		return fmt.Errorf("rayStartParams['labels'] is not supported for %s group; please use the top-level Labels field instead", group)
+	}
+	return nil
+}
+
+func groupReplicas(g *rayv1.WorkerGroupSpec, autoscaling bool) error {
+	if !autoscaling && (g.MinReplicas == nil || g.MaxReplicas == nil) {
+		return fmt.Errorf("worker group %s must set both minReplicas and maxReplicas when autoscaling is disabled", g.GroupName)
+	}
+	if g.MinReplicas != nil && *g.MinReplicas < 0 {
+		return fmt.Errorf("worker group %s has negative minReplicas %d", g.GroupName, *g.MinReplicas)
+	}
+	if g.MaxReplicas != nil && *g.MaxReplicas < 0 {
+		return fmt.Errorf("worker group %s has negative maxReplicas %d", g.GroupName, *g.MaxReplicas)
+	}
+	if g.MinReplicas != nil && g.MaxReplicas != nil && *g.MinReplicas > *g.MaxReplicas {
+		return fmt.Errorf("worker group %s has minReplicas %d greater than maxReplicas %d", g.GroupName, *g.MinReplicas, *g.MaxReplicas)
+	}
+	if g.Replicas != nil && *g.Replicas < 0 {
+		return fmt.Errorf("worker group %s has negative replicas %d", g.GroupName, *g.Replicas)
+	}
+	return nil
+}
+
+func autoscalerRules(rc *rayv1.RayCluster, autoscaling, v2 bool) error {
+	headEnv := headRayEnv(rc)
+	envV2, envSet := headEnv[strings.ToLower(builder.EnvAutoscalerV2)]
+	envOn := envSet && (envV2 == "1" || strings.EqualFold(envV2, "true"))
+	if !autoscaling {
+		if envOn {
+			return fmt.Errorf("%s is set on the head but enableInTreeAutoscaling is not true", builder.EnvAutoscalerV2)
+		}
+		return nil
+	}
+	o := rc.Spec.AutoscalerOptions
+	if o != nil && o.Version != nil && envSet {
+		return fmt.Errorf("set the autoscaler version with either autoscalerOptions.version or the head env %s, not both", builder.EnvAutoscalerV2)
+	}
+	if v2 {
+		if p := rc.Spec.HeadGroupSpec.Template.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyNever {
+			return fmt.Errorf("restartPolicy for head Pod should be Never or unset when using autoscaler V2")
+		}
+		for i := range rc.Spec.WorkerGroupSpecs {
+			g := &rc.Spec.WorkerGroupSpecs[i]
+			if p := g.Template.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyNever {
+				return fmt.Errorf("restartPolicy for worker group %s should be Never or unset when using autoscaler V2", g.GroupName)
+			}
+		}
+	}
+	if o != nil {
+		if o.IdleTimeoutSeconds != nil && *o.IdleTimeoutSeconds < 0 {
+			return fmt.Errorf("autoscalerOptions.idleTimeoutSeconds must be non-negative, got %d", *o.IdleTimeoutSeconds)
+		}
+		for _, e := range o.Env {
+			if e.Name == "KUBERAY_GEN_AUTOSCALER_START_CMD" {
+				return fmt.Errorf("autoscalerOptions.env must not set KUBERAY_GEN_AUTOSCALER_START_CMD; it is reserved for the generated command")
+			}
+		}
+	}
+	return nil
+}
+
+// headRayEnv maps the lower-cased names of the head Ray container's env vars to their values.
+func headRayEnv(rc *rayv1.RayCluster) map[string]string {
+	out := map[string]string{}
+	cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return out
+	}
+	for _, e := range cs[constants.RayContainerIndex].Env {
+		out[strings.ToLower(e.Name)] = e.Value
+	}
+	return out
+}
+
+// Warnings lists problems that do not stop reconciliation but deserve a Warning event.
+func Warnings(rc *rayv1.RayCluster) []string {
+	var out []string
+	for i := range rc.Spec.WorkerGroupSpecs {
+		g := &rc.Spec.WorkerGroupSpecs[i]
+		switch g.Template.Spec.RestartPolicy {
+		case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
+			out = append(out, fmt.Sprintf("worker group %s asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces a pod whose Ray container exits", g.GroupName, g.Template.Spec.RestartPolicy))
+		}
+	}
+	switch p := rc.Spec.HeadGroupSpec.Template.Spec.RestartPolicy; p {
+	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
+		out = append(out, fmt.Sprintf("the head asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces the head pod when its Ray container exits", p))
+	}
+	return out
+}
