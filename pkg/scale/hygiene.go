@@ -35,7 +35,9 @@ func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
 		}
 		ray := p.Spec.Containers[constants.RayContainerIndex].Name
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == ray && cs.State.Terminated != nil {
+			// Kruise runs the pod with restartPolicy Always, so the kubelet may already have restarted the
+			// container: a restart counts as an exit.
+			if cs.Name == ray && (cs.State.Terminated != nil || cs.RestartCount > 0) {
 				out = append(out, p)
 				break
 			}

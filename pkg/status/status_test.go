@@ -1,0 +1,156 @@
+package status
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+var now = metav1.NewTime(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+
+func cluster() *rayv1.RayCluster {
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	return &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "ns", Generation: 3},
+		Spec: rayv1.RayClusterSpec{
+			HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "h", Resources: res}}}}},
+			WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
+				GroupName: "g", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](5), NumOfHosts: 1,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Resources: res}}}},
+			}},
+		},
+	}
+}
+
+func rayPod(name, nodeType string, ready bool) corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{constants.LabelNodeType: nodeType}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+	}
+}
+
+func allReady() []corev1.Pod {
+	return []corev1.Pod{rayPod("rc-head-0", "head", true), rayPod("w1", "worker", true), rayPod("w2", "worker", true)}
+}
+
+func cond(st rayv1.RayClusterStatus, t rayv1.RayClusterConditionType) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, string(t))
+}
+
+func TestReady(t *testing.T) {
+	rc := cluster()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "rc-head-svc"}, Spec: corev1.ServiceSpec{ClusterIP: "None",
+		Ports: []corev1.ServicePort{{Name: "dashboard", Port: 8265}, {Name: "gcs-server", Port: 6379}}}}
+	st := Compute(rc, Observed{Pods: allReady(), HeadService: svc, Now: now})
+	if st.State != rayv1.Ready {
+		t.Fatalf("state = %q, want ready", st.State)
+	}
+	if st.DesiredWorkerReplicas != 2 || st.ReadyWorkerReplicas != 2 || st.AvailableWorkerReplicas != 2 || st.MaxWorkerReplicas != 5 {
+		t.Fatalf("replica counts = %+v", st)
+	}
+	if st.DesiredCPU.String() != "3" || st.DesiredMemory.String() != "6Gi" {
+		t.Fatalf("desired resources = %s cpu, %s memory", st.DesiredCPU.String(), st.DesiredMemory.String())
+	}
+	if st.Head.ServiceIP != "10.0.0.1" || st.Head.PodName != "rc-head-0" || st.Endpoints["dashboard"] != "8265" {
+		t.Fatalf("head/endpoints = %+v %v", st.Head, st.Endpoints)
+	}
+	if c := cond(st, rayv1.HeadPodReady); c.Status != metav1.ConditionTrue || c.Reason != constants.ReasonHeadPodRunningAndReady {
+		t.Fatalf("HeadPodReady = %+v", c)
+	}
+	if c := cond(st, rayv1.RayClusterProvisioned); c.Status != metav1.ConditionTrue {
+		t.Fatalf("Provisioned = %+v", c)
+	}
+	if st.StateTransitionTimes[rayv1.Ready] == nil || st.ObservedGeneration != 3 {
+		t.Fatalf("transition times/generation not set: %+v", st)
+	}
+	// Once ready, the state stays ready after a pod fails (KubeRay's deprecated state never resets),
+	// while HeadPodReady follows the pod.
+	rc.Status = st
+	pods := allReady()
+	pods[0].Status.Conditions[0].Status = corev1.ConditionFalse
+	pods[0].Status.Conditions[0].Reason = "Evicted"
+	st2 := Compute(rc, Observed{Pods: pods, HeadService: svc, Now: now})
+	if st2.State != rayv1.Ready || cond(st2, rayv1.HeadPodReady).Status != metav1.ConditionFalse || cond(st2, rayv1.HeadPodReady).Reason != "Evicted" {
+		t.Fatalf("after head failure: state %q, HeadPodReady %+v", st2.State, cond(st2, rayv1.HeadPodReady))
+	}
+}
+
+func TestNotReady(t *testing.T) {
+	for name, obs := range map[string]Observed{
+		"missing worker":  {Pods: allReady()[:2]},
+		"worker unready":  {Pods: []corev1.Pod{rayPod("h", "head", true), rayPod("w1", "worker", true), rayPod("w2", "worker", false)}},
+		"reconcile error": {Pods: allReady(), SyncError: errors.New("webhook down")},
+	} {
+		obs.Now = now
+		if st := Compute(cluster(), obs); st.State == rayv1.Ready {
+			t.Errorf("%s: state ready", name)
+		}
+	}
+}
+
+func TestSuspendLifecycle(t *testing.T) {
+	rc := cluster()
+	rc.Spec.Suspend = ptr.To(true)
+	st := Compute(rc, Observed{Pods: allReady(), Now: now})
+	if !meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RayClusterSuspending)) || st.State == rayv1.Suspended {
+		t.Fatalf("pods remain: want Suspending, got %+v", st.Conditions)
+	}
+	rc.Status = st
+	if !EffectiveSuspend(rc) {
+		t.Fatal("suspension in progress must stay effective")
+	}
+	rc.Spec.Suspend = ptr.To(false) // flipped back mid-way: the suspension still completes
+	st = Compute(rc, Observed{Now: now})
+	if !meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RayClusterSuspended)) || st.State != rayv1.Suspended {
+		t.Fatalf("no pods left: want Suspended, got %q %+v", st.State, st.Conditions)
+	}
+	if c := cond(st, rayv1.RayClusterProvisioned); c.Status != metav1.ConditionFalse || c.Message != "RayCluster has been suspended" {
+		t.Fatalf("Provisioned after suspension = %+v", c)
+	}
+	rc.Status = st
+	st = Compute(rc, Observed{Now: now})
+	if meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RayClusterSuspended)) {
+		t.Fatalf("resumed: Suspended should be False, got %+v", st.Conditions)
+	}
+}
+
+func TestReplicaFailure(t *testing.T) {
+	rc := cluster()
+	sets := []kruisev1alpha1.CloneSet{{ObjectMeta: metav1.ObjectMeta{Name: "cs"}, Status: kruisev1alpha1.CloneSetStatus{Conditions: []kruisev1alpha1.CloneSetCondition{{
+		Type: kruisev1alpha1.CloneSetConditionFailedScale, Status: corev1.ConditionTrue, Message: `pods "x" is forbidden: exceeded quota`}}}}}
+	st := Compute(rc, Observed{Pods: allReady()[:1], CloneSets: sets, Now: now})
+	c := cond(st, rayv1.RayClusterReplicaFailure)
+	if c == nil || c.Reason != constants.ReasonFailedCreateWorkerPod || c.Status != metav1.ConditionTrue {
+		t.Fatalf("ReplicaFailure = %+v", c)
+	}
+	rc.Status = st
+	st = Compute(rc, Observed{Pods: allReady(), Now: now})
+	if cond(st, rayv1.RayClusterReplicaFailure) != nil {
+		t.Fatal("ReplicaFailure must be removed once the workloads create pods again")
+	}
+}
+
+func TestNeedsWrite(t *testing.T) {
+	rc := cluster()
+	st := Compute(rc, Observed{Pods: allReady(), Now: now})
+	rc.Status = st
+	later := metav1.NewTime(now.Add(time.Minute))
+	if NeedsWrite(st, Compute(rc, Observed{Pods: allReady(), Now: later})) {
+		t.Fatal("an unchanged status must not be written again")
+	}
+}

@@ -1,0 +1,95 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+func cluster(mutate ...func(*rayv1.RayCluster)) *rayv1.RayCluster {
+	rc := &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "ns"},
+		Spec: rayv1.RayClusterSpec{
+			HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head"}}}}},
+			WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
+				GroupName: "g", MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](3), Replicas: ptr.To[int32](1),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker"}}}},
+			}},
+		},
+	}
+	for _, m := range mutate {
+		m(rc)
+	}
+	return rc
+}
+
+func TestSpec(t *testing.T) {
+	tests := []struct {
+		name    string
+		rc      *rayv1.RayCluster
+		wantErr string
+	}{
+		{"valid", cluster(), ""},
+		{"head without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.Template.Spec.Containers = nil }), "headGroupSpec should have at least one container"},
+		{"worker without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers = nil }), "workerGroupSpec should have at least one container"},
+		{"duplicate groups", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, rc.Spec.WorkerGroupSpecs[0])
+		}), "worker group names must be unique"},
+		{"min > max", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](5) }), "minReplicas 5 greater than maxReplicas 3"},
+		{"negative min", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](-1) }), "negative minReplicas -1"},
+		{"missing max without autoscaling", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].MaxReplicas = nil }), "must set both minReplicas and maxReplicas"},
+		{"resources in both places", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.RayStartParams = map[string]string{"num-cpus": "1"}
+			rc.Spec.HeadGroupSpec.Resources = map[string]string{"cpu": "1"}
+		}), "resource fields should not be set in both rayStartParams and Resources for Head group"},
+		{"invalid quantity", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Resources = map[string]string{"cpu": "lots"} }), `resources["cpu"] = "lots" is not a valid quantity`},
+		{"labels param", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].RayStartParams = map[string]string{"labels": "a=b"}
+		}), "rayStartParams['labels'] is not supported for g group"},
+		{"idle timeout without v2", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].IdleTimeoutSeconds = ptr.To[int32](10) }), "idleTimeoutSeconds is set, but autoscaler v2 is not enabled"},
+		{"v2 with worker restartPolicy Always", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+			v2 := rayv1.AutoscalerVersionV2
+			rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: &v2}
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		}), "restartPolicy for worker group g should be Never or unset when using autoscaler V2"},
+		{"v2 env without autoscaling", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "RAY_enable_autoscaler_v2", Value: "1"}}
+		}), "enableInTreeAutoscaling is not true"},
+		{"suspended group with autoscaling", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+			rc.Spec.WorkerGroupSpecs[0].Suspend = ptr.To(true)
+		}), "cannot be suspended with Autoscaler enabled"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Spec(tc.rc)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	for name, want := range map[string]string{
+		"ok":                    "",
+		strings.Repeat("a", 53): "",
+		strings.Repeat("a", 54): "no more than 53 characters",
+		"1-starts-with-digit":   "valid DNS1035 label",
+		"has.dot":               "valid DNS1035 label",
+	} {
+		err := Metadata(&rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("Metadata(%q) = %v, want %q", name, err, want)
+		}
+	}
+}
