@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 50 * time.Millisecond
+)
+
+var nsCounter atomic.Int32
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("it-%d-%s", nsCounter.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	name = strings.TrimRight(name, "-")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// clusterBuilder is a fluent RayCluster fixture.
+type clusterBuilder struct{ rc *rayv1.RayCluster }
+
+func newCluster(ns, name string) *clusterBuilder {
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+	return &clusterBuilder{rc: &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: rayv1.RayClusterSpec{
+			RayVersion: "2.46.0",
+			HeadGroupSpec: rayv1.HeadGroupSpec{
+				RayStartParams: map[string]string{},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "ray-head", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
+				}}}},
+			},
+		},
+	}}
+}
+
+func (b *clusterBuilder) group(name string, replicas, lo, hi int32) *clusterBuilder {
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	b.rc.Spec.WorkerGroupSpecs = append(b.rc.Spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+		GroupName: name, Replicas: ptr.To(replicas), MinReplicas: ptr.To(lo), MaxReplicas: ptr.To(hi),
+		RayStartParams: map[string]string{},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "ray-worker", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
+		}}}},
+	})
+	return b
+}
+
+func (b *clusterBuilder) autoscaling() *clusterBuilder {
+	b.rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+	return b
+}
+
+func (b *clusterBuilder) suspended() *clusterBuilder {
+	b.rc.Spec.Suspend = ptr.To(true)
+	return b
+}
+
+func (b *clusterBuilder) create(t *testing.T) *rayv1.RayCluster {
+	t.Helper()
+	if err := k8s.Create(context.Background(), b.rc); err != nil {
+		t.Fatalf("create RayCluster: %v", err)
+	}
+	return b.rc
+}
+
+func key(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }
+
+func getCluster(g Gomega, rc *rayv1.RayCluster) *rayv1.RayCluster {
+	out := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), key(rc), out)).To(Succeed())
+	return out
+}
+
+func cloneSet(g Gomega, rc *rayv1.RayCluster, group string) *kruisev1alpha1.CloneSet {
+	cs := &kruisev1alpha1.CloneSet{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.WorkerCloneSet(rc.Name, group)}, cs)).To(Succeed())
+	return cs
+}
+
+func headSet(g Gomega, rc *rayv1.RayCluster) *kruisev1beta1.StatefulSet {
+	sts := &kruisev1beta1.StatefulSet{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadStatefulSet(rc.Name)}, sts)).To(Succeed())
+	return sts
+}
+
+// updateCluster applies mutate to the latest RayCluster and updates it, retrying on conflict.
+func updateCluster(t *testing.T, rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := getCluster(g, rc)
+		mutate(cur)
+		g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+}
+
+// workerPod creates a pod the way the CloneSet controller would: group labels and a controller reference.
+func workerPod(t *testing.T, rc *rayv1.RayCluster, cs *kruisev1alpha1.CloneSet, name string) *corev1.Pod {
+	t.Helper()
+	labels := map[string]string{}
+	for k, v := range cs.Spec.Selector.MatchLabels {
+		labels[k] = v
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rc.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: kruisev1alpha1.GroupVersion.String(), Kind: "CloneSet", Name: cs.Name, UID: cs.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.46.0"}}},
+	}
+	if err := k8s.Create(context.Background(), p); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	return p
+}
+
+func condition(rc *rayv1.RayCluster, t string) *metav1.Condition {
+	return meta.FindStatusCondition(rc.Status.Conditions, t)
+}
+
+// events returns the messages of events about rc with the given reason.
+func events(g Gomega, rc *rayv1.RayCluster, reason string) []string {
+	list := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), list, client.InNamespace(rc.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == rc.Name && e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
