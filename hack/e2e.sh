@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# hack/e2e.sh runs the end-to-end suite on the local cluster: it brings the cluster up (a no-op when it is
+# running), (re)starts bin/kray-operator out of cluster with the RBAC in config/rbac, runs test/e2e, stops
+# the operator, and on failure prints the tails of the operator's, kruise-manager's and the apiserver's logs.
+# The cluster stays up afterwards; `make cluster-down` stops it.
+# Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCAL="${KRAY_LOCAL_DIR:-${ROOT}/.local}"
+export KUBECONFIG="${LOCAL}/kubeconfig"
+
+"${ROOT}/hack/cluster.sh" up >&2
+"${ROOT}/hack/operator.sh" stop
+"${ROOT}/hack/operator.sh" start
+trap '"${ROOT}/hack/operator.sh" stop' EXIT
+
+args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -v)
+[[ -n "${E2E_RUN:-}" ]] && args+=(-run "${E2E_RUN}")
+start=$(date +%s)
+if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...); then
+  echo "e2e passed in $(( $(date +%s) - start )) s" >&2
+  exit 0
+fi
+for component in kray-operator kruise-manager kube-apiserver; do
+  log="${LOCAL}/logs/${component}.log"
+  [[ -f "${log}" ]] || continue
+  printf '\n===== last 60 lines of %s =====\n' "${log}" >&2
+  tail -n 60 "${log}" >&2
+done
+exit 1

@@ -1,0 +1,304 @@
+// Package e2e proves kray's behaviour on a live cluster with the real Kruise controllers and webhooks: the
+// local cluster (kwok nodes) or kind. It uses the cluster in $KUBECONFIG and creates nothing but
+// namespaces and RayClusters; the operator is started by the runner (hack/e2e.sh) or already deployed.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+const (
+	readyTimeout = 90 * time.Second
+	poll         = 100 * time.Millisecond
+)
+
+var (
+	scheme    = runtime.NewScheme()
+	k8s       client.Client
+	clientset *kubernetes.Clientset
+	restCfg   *rest.Config
+	ledger    *podLedger
+	repoRoot  string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(rayv1.AddToScheme(scheme))
+	utilruntime.Must(kruisev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run `make e2e` (local cluster) or hack/kind-e2e.sh")
+		return 1
+	}
+	var err error
+	if restCfg, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	restCfg.QPS, restCfg.Burst = 100, 200
+	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	clientset = kubernetes.NewForConfigOrDie(restCfg)
+	wd, _ := os.Getwd()
+	repoRoot = filepath.Join(wd, "..", "..")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if ledger, err = startLedger(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "start pod ledger:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// localCluster reports whether the suite runs on hack/cluster.sh's cluster with the operator run by
+// hack/operator.sh, so that tests may stop and start processes. On kind the operator is a Deployment.
+func localCluster() bool { return os.Getenv("KRAY_E2E_OPERATOR") != "external" }
+
+// hack runs a repository script (hack/cluster.sh or hack/operator.sh) and fails the test if it fails.
+func hack(t *testing.T, script string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot, "hack", script), args...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/%s %s: %v\n%s", script, strings.Join(args, " "), err, out)
+	}
+}
+
+var nsSeq atomic.Int32
+
+// namespace creates a namespace for one test and deletes it when the test passes.
+func namespace(t *testing.T) string {
+	t.Helper()
+	base := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := fmt.Sprintf("e2e-%d-%s", nsSeq.Add(1), base)
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-") + fmt.Sprintf("-%d", time.Now().Unix()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = k8s.Delete(context.Background(), ns)
+		}
+	})
+	return name
+}
+
+// loadSample reads a RayCluster from config/samples and places it in ns.
+func loadSample(t *testing.T, file, ns string) *rayv1.RayCluster {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rayv1.RayCluster{}
+	if err := yaml.UnmarshalStrict(data, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Namespace = ns
+	return rc
+}
+
+func create(t *testing.T, rc *rayv1.RayCluster) *rayv1.RayCluster {
+	t.Helper()
+	if err := k8s.Create(context.Background(), rc); err != nil {
+		t.Fatalf("create RayCluster %s: %v", rc.Name, err)
+	}
+	return rc
+}
+
+func get(g Gomega, rc *rayv1.RayCluster) *rayv1.RayCluster {
+	out := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), out)).To(Succeed())
+	return out
+}
+
+// update applies mutate to the latest RayCluster and updates it, retrying on conflict.
+func update(t *testing.T, rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := get(g, rc)
+		mutate(cur)
+		g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
+	}, 10*time.Second, poll).Should(Succeed())
+}
+
+// waitReady waits until the RayCluster is ready with the expected number of Running and Ready pods.
+func waitReady(t *testing.T, rc *rayv1.RayCluster, workers int) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := get(g, rc)
+		g.Expect(cur.Status.State).To(Equal(rayv1.Ready))
+		g.Expect(cur.Status.ReadyWorkerReplicas).To(Equal(int32(workers)))
+		pods := clusterPods(g, rc)
+		g.Expect(pods).To(HaveLen(workers + 1))
+		for _, p := range pods {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s not ready", p.Name)
+		}
+	}, readyTimeout, poll).Should(Succeed())
+}
+
+func clusterPods(g Gomega, rc *rayv1.RayCluster, extra ...string) []corev1.Pod {
+	sel := client.MatchingLabels{constants.LabelCluster: rc.Name}
+	for i := 0; i+1 < len(extra); i += 2 {
+		sel[extra[i]] = extra[i+1]
+	}
+	list := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), list, client.InNamespace(rc.Namespace), sel)).To(Succeed())
+	return list.Items
+}
+
+func workerPods(g Gomega, rc *rayv1.RayCluster, group string) []corev1.Pod {
+	return clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeWorker, constants.LabelGroup, group)
+}
+
+func headPod(g Gomega, rc *rayv1.RayCluster) *corev1.Pod {
+	p := &corev1.Pod{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadPod(rc.Name)}, p)).To(Succeed())
+	return p
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func condition(rc *rayv1.RayCluster, t string) *metav1.Condition {
+	return meta.FindStatusCondition(rc.Status.Conditions, t)
+}
+
+func podNames(pods []corev1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func uids(pods []corev1.Pod) map[string]types.UID {
+	out := map[string]types.UID{}
+	for _, p := range pods {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+// podLedger counts every pod created and deleted per RayCluster, from a watch started before any test
+// creates a RayCluster, so a pod that was created and deleted between two polls is still counted.
+type podLedger struct {
+	mu      sync.Mutex
+	created map[string]map[types.UID]string // cluster key -> uid -> name
+	deleted map[string]map[types.UID]string
+}
+
+func clusterKey(ns, name string) string { return ns + "/" + name }
+
+func startLedger(ctx context.Context) (*podLedger, error) {
+	l := &podLedger{created: map[string]map[types.UID]string{}, deleted: map[string]map[types.UID]string{}}
+	list, err := clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster})
+	if err != nil {
+		return nil, err
+	}
+	rv := list.ResourceVersion
+	go func() {
+		for ctx.Err() == nil {
+			w, err := clientset.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster, ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				rv = p.ResourceVersion
+				l.record(ev.Type, p)
+			}
+		}
+	}()
+	return l, nil
+}
+
+func (l *podLedger) record(t watch.EventType, p *corev1.Pod) {
+	key := clusterKey(p.Namespace, p.Labels[constants.LabelCluster])
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	add := func(m map[string]map[types.UID]string) {
+		if m[key] == nil {
+			m[key] = map[types.UID]string{}
+		}
+		m[key][p.UID] = p.Name
+	}
+	switch t {
+	case watch.Added:
+		add(l.created)
+	case watch.Deleted:
+		add(l.deleted)
+	}
+}
+
+// counts returns how many pods of rc were ever created and deleted.
+func (l *podLedger) counts(rc *rayv1.RayCluster) (created, deleted int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := clusterKey(rc.Namespace, rc.Name)
+	return len(l.created[key]), len(l.deleted[key])
+}
+
+// deletedNames returns the names of rc's pods that were deleted.
+func (l *podLedger) deletedNames(rc *rayv1.RayCluster) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, n := range l.deleted[clusterKey(rc.Namespace, rc.Name)] {
+		out = append(out, n)
+	}
+	return out
+}
