@@ -93,5 +93,5 @@ func TestEvictedWorkerIsReplaced(t *testing.T) {
 	}, readyTimeout, poll).Should(Succeed())
 	waitReady(t, rc, 2)
 	g.Expect(*get(g, rc).Spec.WorkerGroupSpecs[0].Replicas).To(Equal(int32(2)))
-	g.Expect(ledger.deletedNames(rc)).To(ConsistOf(victim.Name))
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victim.Name))
 }

@@ -232,7 +232,9 @@ func uids(pods []corev1.Pod) map[string]types.UID {
 // podLedger counts every pod created and deleted per RayCluster, from a watch started before any test
 // creates a RayCluster, so a pod that was created and deleted between two polls is still counted.
 type podLedger struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// gap is set when the watch ended with an error and events may have been missed; counts then fail.
+	gap     error
 	created map[string]map[types.UID]string // cluster key -> uid -> name
 	deleted map[string]map[types.UID]string
 }
@@ -254,6 +256,12 @@ func startLedger(ctx context.Context) (*podLedger, error) {
 				continue
 			}
 			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					l.mu.Lock()
+					l.gap = fmt.Errorf("pod watch failed at resourceVersion %s: %v", rv, ev.Object)
+					l.mu.Unlock()
+					continue
+				}
 				p, ok := ev.Object.(*corev1.Pod)
 				if !ok {
 					continue
@@ -284,18 +292,27 @@ func (l *podLedger) record(t watch.EventType, p *corev1.Pod) {
 	}
 }
 
-// counts returns how many pods of rc were ever created and deleted.
-func (l *podLedger) counts(rc *rayv1.RayCluster) (created, deleted int) {
+// counts returns how many pods of rc were ever created and deleted; it fails the test if the ledger may
+// have missed events.
+func (l *podLedger) counts(t *testing.T, rc *rayv1.RayCluster) (created, deleted int) {
+	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gap != nil {
+		t.Fatalf("the pod ledger cannot be trusted: %v", l.gap)
+	}
 	key := clusterKey(rc.Namespace, rc.Name)
 	return len(l.created[key]), len(l.deleted[key])
 }
 
 // deletedNames returns the names of rc's pods that were deleted.
-func (l *podLedger) deletedNames(rc *rayv1.RayCluster) []string {
+func (l *podLedger) deletedNames(t *testing.T, rc *rayv1.RayCluster) []string {
+	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gap != nil {
+		t.Fatalf("the pod ledger cannot be trusted: %v", l.gap)
+	}
 	var out []string
 	for _, n := range l.deleted[clusterKey(rc.Namespace, rc.Name)] {
 		out = append(out, n)

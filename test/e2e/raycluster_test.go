@@ -49,7 +49,7 @@ func TestSampleBecomesReady(t *testing.T) {
 	g.Expect(condition(cur, string(rayv1.RayClusterProvisioned)).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(cur.Status.Head.PodName).To(Equal(head.Name))
 	g.Expect(cur.Status.Head.PodIP).NotTo(BeEmpty())
-	created, deleted := ledger.counts(rc)
+	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(3), "pods created per pod desired must be exactly 1")
 	g.Expect(deleted).To(BeZero())
 }
@@ -67,7 +67,7 @@ func TestScaleGroupUpAndDown(t *testing.T) {
 		g.Expect(workerPods(g, rc, "workergroup")).To(HaveLen(1))
 		g.Expect(get(g, rc).Status.ReadyWorkerReplicas).To(Equal(int32(1)))
 	}, readyTimeout, poll).Should(Succeed())
-	created, deleted := ledger.counts(rc)
+	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1+5), "one head and five workers, each created once")
 	g.Expect(deleted).To(Equal(4))
 }
@@ -93,8 +93,8 @@ func TestAutoscalerScaleDownRemovesExactlyNamedPods(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(uids(workerPods(g, rc, "small-group"))).To(Equal(map[string]types.UID{before[1].Name: before[1].UID, before[3].Name: before[3].UID}))
 	}, 2*time.Second, poll).Should(Succeed())
-	g.Expect(ledger.deletedNames(rc)).To(ConsistOf(victims))
-	created, _ := ledger.counts(rc)
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victims))
+	created, _ := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1 + 4))
 }
 
