@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
+#
+# Usage: hack/tools.sh [TARGET...]      (default: all)
+#   all                 kube etcd kwok kruise controller-gen
+#   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
+#   kube-apiserver | kube-controller-manager | kube-scheduler
+#   etcd                etcd            (go.etcd.io/etcd/server/v3)
+#   kwok                kwok            (sigs.k8s.io/kwok/cmd/kwok)
+#   kruise              kruise-manager  (github.com/openkruise/kruise, the module root package)
+#   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
+#   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
+#   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
+#                       directory holding kube-apiserver, etcd and kubectl, for KUBEBUILDER_ASSETS:
+#                         export KUBEBUILDER_ASSETS="$(hack/tools.sh envtest-assets)"
+#                       The directory is bin/envtest/k8s-<KUBERNETES_VERSION>-etcd-<ETCD_VERSION>.
+#
+# Contract:
+#   - Each binary lands in bin/tools/<tool>-<version>/<binary>, and bin/<binary> is a relative symlink to it.
+#     A present binary is never rebuilt (delete its directory to force a rebuild); symlinks are always refreshed.
+#   - Every tool is built inside a small wrapper module under bin/wrappers/<tool>-<version>/ (bin/ is ignored,
+#     and a directory with its own go.mod is outside the main module's ./... pattern). The wrapper requires
+#     the pinned module, carries the replace directives the upstream go.mod would otherwise lose, and its
+#     go.sum is resolved at build time through the module proxy with `go get`.
+#   - Downloads and compiled packages go through the normal module and build caches, so reruns take seconds.
+#   - Progress and timings go to stderr; stdout carries only what a target is asked to print.
+#   - Builds run one at a time (the machines this runs on have two cores).
+#
+# Environment: KRAY_BIN_DIR (default <repo>/bin); the versions in hack/versions.env may be overridden by env.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Values already in the environment win over the pinned ones, so a one-off bump needs no edit.
+while IFS='=' read -r key value; do
+  [[ -z "${key}" || "${key}" == \#* ]] && continue
+  if [[ -z "${!key:-}" ]]; then
+    printf -v "${key}" '%s' "${value}"
+  fi
+done <"${ROOT}/hack/versions.env"
+
+BIN_DIR="${KRAY_BIN_DIR:-${ROOT}/bin}"
+TOOLS_DIR="${BIN_DIR}/tools"
+WRAPPERS_DIR="${BIN_DIR}/wrappers"
+
+# -mod=mod lets the wrapper's go.mod/go.sum be completed during the build; any other -mod in GOFLAGS would
+# contradict it. GOWORK=off keeps a go.work of the caller out of the wrappers.
+goflags=()
+for flag in ${GOFLAGS:-}; do
+  [[ "${flag}" == -mod=* ]] || goflags+=("${flag}")
+done
+goflags+=("-mod=mod")
+export GOFLAGS="${goflags[*]}"
+export GOWORK=off
+
+# Kruise v1.8.2 pins some k8s.io modules to releases the filtered proxy does not serve; these override the
+# versions in its replace block. Re-check them when KRUISE_VERSION changes.
+KRUISE_REPLACE_OVERRIDES=(
+  "k8s.io/cri-api=v0.30.14"
+  "k8s.io/cluster-bootstrap=v0.30.14"
+  "k8s.io/metrics=v0.30.14"
+  "k8s.io/endpointslice=v0.30.14"
+  "k8s.io/kube-controller-manager=v0.30.14"
+  "k8s.io/legacy-cloud-providers=v0.30.14"
+  "k8s.io/pod-security-admission=v0.30.14"
+  "k8s.io/kube-proxy=v0.30.14"
+  "k8s.io/sample-apiserver=v0.30.4"
+)
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# now_ms prints a monotonic-enough wall clock in milliseconds.
+now_ms() { date +%s%3N; }
+
+# fmt_ms prints a millisecond duration as seconds with one decimal.
+fmt_ms() { printf '%d.%ds' "$(($1 / 1000))" "$((($1 % 1000) / 100))"; }
+
+# module_field MODULE@VERSION FIELD prints one field (Dir, GoMod, ...) of `go mod download -json`, downloading
+# the module if needed. It runs outside any module so the main module's go.mod is never consulted.
+module_field() {
+  local json
+  json="$(cd / && GOFLAGS=-mod=mod go mod download -json "$1")" || die "go mod download $1 failed"
+  sed -n "s/^[[:space:]]*\"$2\": \"\(.*\)\",\{0,1\}$/\1/p" <<<"${json}" | head -n1
+}
+
+# upstream_header GOMOD prints the go and godebug directives of an upstream go.mod, so the wrapper builds with
+# the language version and GODEBUG defaults the upstream module chose.
+upstream_header() {
+  grep -E '^(go|godebug)[[:space:]]' "$1" || true
+}
+
+# kube_staging_replaces GOMOD VERSION prints one replace line per staging module that the k8s.io/kubernetes
+# go.mod maps to ./staging/..., pointing it at the published VERSION instead.
+kube_staging_replaces() {
+  awk -v v="$2" '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "replace %s => %s %s\n", $1, $1, v }' "$1"
+}
+
+# copied_replaces GOMOD [MODULE=VERSION...] prints the replace directives of GOMOD (block and single-line
+# forms) as single lines, with the given modules re-pinned. Local-path replaces cannot work in a wrapper and
+# abort the build.
+copied_replaces() {
+  local gomod="$1"
+  shift
+  awk -v overrides="$*" '
+    BEGIN { n = split(overrides, o, " "); for (i = 1; i <= n; i++) { split(o[i], kv, "="); pin[kv[1]] = kv[2] } }
+    /^replace[[:space:]]*\($/ { inblock = 1; next }
+    inblock && /^\)/ { inblock = 0; next }
+    inblock || /^replace[[:space:]]/ {
+      line = $0; sub(/^replace[[:space:]]+/, "", line); sub(/\/\/.*/, "", line)
+      k = split(line, f, /[[:space:]]+/)
+      if (f[1] == "") { for (i = 1; i < k; i++) f[i] = f[i + 1]; k-- }
+      if (k < 3) next
+      arrow = (f[2] == "=>") ? 2 : 3
+      target = f[arrow + 1]; tver = f[arrow + 2]
+      if (target ~ /^\.|^\//) { print "local replace " line > "/dev/stderr"; exit 3 }
+      if (target in pin) tver = pin[target]
+      printf "replace %s => %s %s\n", (arrow == 2 ? f[1] : f[1] " " f[2]), target, tver
+    }
+  ' "${gomod}"
+}
+
+# kube_ldflags prints the -X flags that make the Kubernetes binaries report KUBERNETES_VERSION; without
+# them /version says v0.0.0-master and clients stumble.
+kube_ldflags() {
+  local v="${KUBERNETES_VERSION}" major minor pkg flags="-s -w"
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${v} -X ${pkg}.gitMajor=${major} -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean"
+  done
+  printf '%s' "${flags}"
+}
+
+# link_binary TOOLDIR BINARY points bin/BINARY at bin/tools/TOOLDIR/BINARY.
+link_binary() {
+  ln -sfn "tools/$1/$2" "${BIN_DIR}/$2"
+}
+
+# build_in_wrapper TOOL VERSION MODULE PKG BINARY LDFLAGS [REPLACES_FN] builds one binary of MODULE@VERSION.
+# REPLACES_FN, if given, is called with the path of the upstream go.mod and prints the replace directives
+# to append to the wrapper's go.mod. It is a no-op when bin/tools/TOOL-VERSION/BINARY exists.
+build_in_wrapper() {
+  local tool="$1" version="$2" module="$3" pkg="$4" binary="$5" ldflags="$6" replaces_fn="${7:-}"
+  local tooldir="${tool}-${version}"
+  local out="${TOOLS_DIR}/${tooldir}/${binary}"
+  if [[ -x "${out}" ]]; then
+    link_binary "${tooldir}" "${binary}"
+    log "${binary} ${version}: present (${out#"${ROOT}"/})"
+    return 0
+  fi
+
+  local wrapper="${WRAPPERS_DIR}/${tooldir}" start gomod
+  start="$(now_ms)"
+  log "${binary} ${version}: building ${pkg} in wrapper ${wrapper#"${ROOT}"/}"
+  mkdir -p "${wrapper}" "${TOOLS_DIR}/${tooldir}"
+  gomod="$(module_field "${module}@${version}" GoMod)"
+  [[ -f "${gomod}" ]] || die "no go.mod for ${module}@${version}"
+  {
+    printf '// Generated by hack/tools.sh: builds %s from %s@%s. Do not edit.\n' "${binary}" "${module}" "${version}"
+    printf 'module kray.local/tools/%s\n\n' "${tool}"
+    upstream_header "${gomod}"
+    printf '\nrequire %s %s\n\n' "${module}" "${version}"
+    if [[ -n "${replaces_fn}" ]]; then
+      "${replaces_fn}" "${gomod}"
+    fi
+  } >"${wrapper}/go.mod" || die "cannot write ${wrapper}/go.mod"
+  rm -f "${wrapper}/go.sum"
+  (
+    cd "${wrapper}"
+    go get "${pkg}@${version}" >&2
+    # Write to a temporary name and rename, so an interrupted build never leaves a partial binary in place.
+    go build -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"
+  ) || die "building ${binary} failed (wrapper: ${wrapper})"
+  mv -f "${out}.tmp" "${out}"
+  link_binary "${tooldir}" "${binary}"
+  log "${binary} ${version}: built in $(fmt_ms $(($(now_ms) - start)))"
+}
+
+kube_replaces() {
+  kube_staging_replaces "$1" "v0.${KUBERNETES_VERSION#v1.}"
+}
+
+build_kube_binary() {
+  build_in_wrapper kubernetes "${KUBERNETES_VERSION}" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$1" \
+    "$(kube_ldflags)" kube_replaces
+}
+
+build_etcd() {
+  # `go install` refuses etcd's server module (its go.mod has replace directives); the wrapper drops them,
+  # and the sibling etcd modules resolve to the same release through the proxy.
+  build_in_wrapper etcd "${ETCD_VERSION}" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 etcd "-s -w"
+}
+
+build_kwok() {
+  build_in_wrapper kwok "${KWOK_VERSION}" sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok kwok "-s -w"
+}
+
+kruise_replaces() {
+  copied_replaces "$1" "${KRUISE_REPLACE_OVERRIDES[@]}"
+}
+
+build_kruise() {
+  build_in_wrapper kruise "${KRUISE_VERSION}" github.com/openkruise/kruise github.com/openkruise/kruise \
+    kruise-manager "-s -w" kruise_replaces
+}
+
+build_controller_gen() {
+  build_in_wrapper controller-gen "${CONTROLLER_TOOLS_VERSION}" sigs.k8s.io/controller-tools \
+    sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen "-s -w"
+}
+
+build_kind() {
+  build_in_wrapper kind "${KIND_VERSION}" sigs.k8s.io/kind sigs.k8s.io/kind kind "-s -w"
+}
+
+# envtest_assets builds kube-apiserver and etcd and prints the absolute path of a directory with the three
+# binaries controller-runtime's envtest looks for.
+envtest_assets() {
+  build_kube_binary kube-apiserver
+  build_etcd
+  local dir="${BIN_DIR}/envtest/k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}" kubectl_path
+  mkdir -p "${dir}"
+  ln -sfn "../../tools/kubernetes-${KUBERNETES_VERSION}/kube-apiserver" "${dir}/kube-apiserver"
+  ln -sfn "../../tools/etcd-${ETCD_VERSION}/etcd" "${dir}/etcd"
+  if kubectl_path="$(command -v kubectl)"; then
+    ln -sfn "${kubectl_path}" "${dir}/kubectl"
+  else
+    log "WARNING: kubectl not on PATH; ${dir}/kubectl is missing (envtest needs it only for kubectl-based helpers)"
+  fi
+  printf '%s\n' "${dir}"
+}
+
+run_target() {
+  case "$1" in
+    all)
+      run_target kube
+      run_target etcd
+      run_target kwok
+      run_target kruise
+      run_target controller-gen
+      ;;
+    kube)
+      build_kube_binary kube-apiserver
+      build_kube_binary kube-controller-manager
+      build_kube_binary kube-scheduler
+      ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler) build_kube_binary "$1" ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    kruise | kruise-manager) build_kruise ;;
+    controller-gen) build_controller_gen ;;
+    kind) build_kind ;;
+    envtest-assets) envtest_assets ;;
+    -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2 ;;
+    *) die "unknown target '$1' (try: $(basename "$0") help)" ;;
+  esac
+}
+
+main() {
+  command -v go >/dev/null || die "go is not on PATH"
+  local start
+  start="$(now_ms)"
+  [[ $# -gt 0 ]] || set -- all
+  local target
+  for target in "$@"; do
+    run_target "${target}"
+  done
+  log "done: $* in $(fmt_ms $(($(now_ms) - start)))"
+}
+
+main "$@"
