@@ -45,6 +45,7 @@ const (
 var (
 	scheme    = runtime.NewScheme()
 	k8s       client.Client
+	watcher   client.WithWatch
 	clientset *kubernetes.Clientset
 	restCfg   *rest.Config
 	ledger    *podLedger
@@ -72,6 +73,10 @@ func run(m *testing.M) int {
 	}
 	restCfg.QPS, restCfg.Burst = 100, 200
 	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if watcher, err = client.NewWithWatch(restCfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
