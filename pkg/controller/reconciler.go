@@ -18,6 +18,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/status"
 	"github.com/kray-project/kray/pkg/validation"
 )
@@ -76,6 +77,9 @@ func (r *Reconciler) phases() []phase {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rc := &rayv1.RayCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.Forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !managedByKray(rc) || rc.DeletionTimestamp != nil {
@@ -96,7 +100,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			s.warn(constants.EventRestartPolicySubstituted, "%s", w)
 		}
 		for _, p := range r.phases() {
-			if err := p.run(ctx, s); err != nil {
+			start := time.Now()
+			err := p.run(ctx, s)
+			metrics.ObservePhase(p.name, time.Since(start), err)
+			if err != nil {
 				syncErr = fmt.Errorf("phase %s: %w", p.name, err)
 				break
 			}

@@ -14,6 +14,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/status"
 )
@@ -27,6 +28,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	}
 	obs.Now = r.now()
 	updated := status.Compute(rc, obs)
+	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {
 		return nil
 	}
@@ -39,6 +41,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 			return nil
 		}
 		return fmt.Errorf("write status: %w", err)
+	}
+	if updated.State == rayv1.Ready && rc.Status.StateTransitionTimes[rayv1.Ready] == nil {
+		metrics.ObserveFirstReady(obs.Now.Sub(rc.CreationTimestamp.Time))
 	}
 	return nil
 }

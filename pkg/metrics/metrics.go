@@ -1,0 +1,65 @@
+// Package metrics defines kray's Prometheus metrics, registered with controller-runtime's registry so they
+// are served on the operator's metrics endpoint next to the controller-runtime ones.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kray_reconcile_phase_duration_seconds",
+		Help:    "Time spent in each reconcile phase.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	}, []string{"phase"})
+	phaseErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kray_reconcile_phase_errors_total",
+		Help: "Reconcile phases that returned an error.",
+	}, []string{"phase"})
+	clusterInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kray_raycluster_info",
+		Help: "One series per RayCluster with its state; the value is always 1.",
+	}, []string{"namespace", "name", "state"})
+	clusterPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kray_raycluster_pods",
+		Help: "Pods labelled with the RayCluster's name, as last observed.",
+	}, []string{"namespace", "name"})
+	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kray_raycluster_time_to_ready_seconds",
+		Help:    "Time from a RayCluster's creation to its first ready state.",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
+	})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(phaseDuration, phaseErrors, clusterInfo, clusterPods, timeToReady)
+}
+
+// ObservePhase records one phase's duration and whether it failed.
+func ObservePhase(phase string, d time.Duration, err error) {
+	phaseDuration.WithLabelValues(phase).Observe(d.Seconds())
+	if err != nil {
+		phaseErrors.WithLabelValues(phase).Inc()
+	}
+}
+
+// ObserveCluster records a RayCluster's state and pod count, replacing its previous state series.
+func ObserveCluster(namespace, name, state string, pods int) {
+	clusterInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	clusterInfo.WithLabelValues(namespace, name, state).Set(1)
+	clusterPods.WithLabelValues(namespace, name).Set(float64(pods))
+}
+
+// ObserveFirstReady records the time a RayCluster took to become ready the first time.
+func ObserveFirstReady(d time.Duration) {
+	timeToReady.Observe(d.Seconds())
+}
+
+// Forget drops a deleted RayCluster's series.
+func Forget(namespace, name string) {
+	clusterInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	clusterPods.DeleteLabelValues(namespace, name)
+}

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// The seed bug: pods created twice and one deleted at random. Ten RayClusters of 1 head + 5 workers
+// created at once each end ready with exactly six pods ever created and none deleted.
+func TestTenClustersAtOnceCreateEachPodOnce(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := make([]*rayv1.RayCluster, 10)
+	var wg sync.WaitGroup
+	for i := range clusters {
+		rc := loadSample(t, "ray-cluster.sample.yaml", ns)
+		rc.Name = fmt.Sprintf("burst-%d", i)
+		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](5)
+		clusters[i] = rc
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.Expect(k8s.Create(context.Background(), rc)).To(Succeed())
+		}()
+	}
+	wg.Wait()
+	for _, rc := range clusters {
+		waitReady(t, rc, 5)
+	}
+	for _, rc := range clusters {
+		created, deleted := ledger.counts(t, rc)
+		g.Expect(created).To(Equal(6), "cluster %s", rc.Name)
+		g.Expect(deleted).To(BeZero(), "cluster %s", rc.Name)
+	}
+}
+
+// One group scaled 0→50→0→50: each step creates or deletes exactly the pods it asks for.
+func TestScaleZeroFiftyZeroFifty(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
+	sample.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
+	sample.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](100)
+	rc := create(t, sample)
+	waitReady(t, rc, 0)
+	for _, n := range []int32{50, 0, 50} {
+		update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
+		waitReady(t, rc, int(n))
+	}
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1 + 50 + 50))
+	g.Expect(deleted).To(Equal(50))
+}
+
+// The same group flapped 0→50→0→50 without waiting: the end state is exactly 50 workers, and no more pods
+// were ever created than the two scale-ups asked for.
+func TestRapidFlappingConverges(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
+	sample.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
+	sample.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](100)
+	rc := create(t, sample)
+	waitReady(t, rc, 0)
+	for _, n := range []int32{50, 0, 50} {
+		update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
+	}
+	waitReady(t, rc, 50)
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created - deleted).To(Equal(51))
+	g.Expect(created).To(BeNumerically("<=", 1+50+50))
+}
+
+// The operator is killed with SIGKILL in the middle of a scale-up and restarted: the group converges
+// with every pod created once.
+func TestOperatorKilledDuringScaleUp(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh; on kind the operator is a Deployment")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	waitReady(t, rc, 2)
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
+		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](40)
+	})
+	hack(t, "operator.sh", "kill")
+	hack(t, "operator.sh", "start")
+	waitReady(t, rc, 40)
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(41))
+	g.Expect(deleted).To(BeZero())
+}
+
+// kruise-manager is restarted in the middle of a scale-up: the group converges with every pod created once.
+func TestKruiseRestartedDuringScaleUp(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs hack/cluster.sh's kruise-manager; on kind Kruise runs as a Deployment")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	waitReady(t, rc, 2)
+	t.Cleanup(func() { hack(t, "cluster.sh", "start-kruise") })
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
+		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](40)
+	})
+	hack(t, "cluster.sh", "restart-kruise")
+	waitReady(t, rc, 40)
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(41))
+	g.Expect(deleted).To(BeZero())
+}
+
+// While kruise-manager is down no CloneSet can be written: kray reports the outage in a condition and an
+// event, retries with backoff, and applies the replicas and template changes once Kruise is back.
+func TestKruiseOutageIsReportedAndNothingIsLost(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs hack/cluster.sh's kruise-manager")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	waitReady(t, rc, 2)
+	hack(t, "cluster.sh", "stop-kruise")
+	t.Cleanup(func() { hack(t, "cluster.sh", "start-kruise") })
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](4)
+		c.Spec.WorkerGroupSpecs[0].Template.Labels = map[string]string{"example.com/rev": "2"}
+	})
+	g.Eventually(func(g Gomega) {
+		c := condition(get(g, rc), constants.ConditionWorkloadsSynced)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Message).To(ContainSubstring("webhook"))
+		g.Expect(eventMessages(g, rc, constants.EventFailedToWriteWorkload)).NotTo(BeEmpty())
+	}, readyTimeout, poll).Should(Succeed())
+	hack(t, "cluster.sh", "start-kruise")
+	waitReady(t, rc, 4)
+	g.Eventually(func(g Gomega) {
+		g.Expect(condition(get(g, rc), constants.ConditionWorkloadsSynced).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(workerTemplateLabel(g, rc, "example.com/rev")).To(Equal("2"))
+	}, readyTimeout, poll).Should(Succeed())
+	created, _ := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1 + 4))
+}
