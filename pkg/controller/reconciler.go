@@ -112,9 +112,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs.SyncError = syncErr
 	statusErr := r.writeStatus(ctx, s, obs)
 	r.emit(s)
-	// An invalid spec is reported, not retried: the next spec change triggers a new reconcile.
-	return ctrl.Result{}, errors.Join(syncErr, statusErr)
+	if errors.Is(statusErr, errStatusConflict) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, syncErr
+	}
+	if syncErr != nil || statusErr != nil {
+		return ctrl.Result{}, errors.Join(syncErr, statusErr)
+	}
+	// An invalid spec is reported, not retried: the next spec change triggers a new reconcile. A valid one
+	// is re-checked periodically as a safety net; watches drive every normal change.
+	if obs.InvalidSpec != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }
+
+// conflictRetry is the delay before recomputing a status whose write lost a race; the cache has usually
+// caught up by then.
+const conflictRetry = 200 * time.Millisecond
+
+// resyncPeriod is how often a settled RayCluster is reconciled without any event (KubeRay's default).
+const resyncPeriod = 5 * time.Minute
 
 // managedByKray reports whether spec.managedBy leaves the object to kray (unset or KubeRay's value).
 func managedByKray(rc *rayv1.RayCluster) bool {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -18,6 +19,10 @@ import (
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/status"
 )
+
+// errStatusConflict reports that the status write lost a race; the reconcile is requeued because a status-only
+// change of the RayCluster (its own write included) does not trigger one.
+var errStatusConflict = errors.New("status write conflict")
 
 // writeStatus observes the cluster's pods and workloads from the cache, computes the status and writes it
 // only if it changed. Events about status transitions are queued for emission after the write.
@@ -37,8 +42,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	cp.Status = updated
 	if err := r.Client.Status().Update(ctx, cp); err != nil {
 		if apierrors.IsConflict(err) {
-			// The next reconcile, triggered by the write that won, recomputes from fresh data.
-			return nil
+			return errStatusConflict
 		}
 		return fmt.Errorf("write status: %w", err)
 	}
