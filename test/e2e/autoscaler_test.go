@@ -162,6 +162,22 @@ func TestAutoscalerBadNames(t *testing.T) {
 		g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "no pod may be deleted for names kray cannot act on")
 	}, 3*time.Second, poll).Should(Succeed())
 	g.Expect(get(g, rc).Status.DesiredWorkerReplicas).To(Equal(int32(2)))
+	// No error loop: the names are explained a bounded number of times, not on a hot retry loop.
+	g.Expect(eventCount(g, rc, constants.EventWorkersToDeleteIgnored)).To(BeNumerically("<=", 10))
+	g.Expect(eventCount(g, rc, constants.EventFailedToWriteWorkload)).To(BeZero())
+}
+
+// eventCount sums the counts of events about rc with the given reason (the recorder aggregates repeats).
+func eventCount(g Gomega, rc *rayv1.RayCluster, reason string) int32 {
+	list, err := clientset.CoreV1().Events(rc.Namespace).List(context.Background(), metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var n int32
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == rc.Name && e.Reason == reason {
+			n += max(e.Count, 1)
+		}
+	}
+	return n
 }
 
 // A delete list without a replicas decrease (the v1 autoscaler sends this when its target already equals
