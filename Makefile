@@ -53,11 +53,16 @@ vet: ## go vet.
 
 ##@ Test
 .PHONY: test
-test: fmt vet verify-generated test-unit test-integration e2e ## Run every test: unit, integration and end to end.
+test: fmt vet verify-generated test-unit test-fuzz test-integration e2e ## Run every test: unit, fuzz (bounded), integration and end to end.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
 	go test $(GO_TEST_FLAGS) ./api/... ./internal/... ./pkg/... ./cmd/...
+
+FUZZ_TIME ?= 15s
+.PHONY: test-fuzz
+test-fuzz: ## A bounded fuzz run over validation and every builder (seeded from config/samples).
+	go test -run='^$$' -fuzz=FuzzBuilders -fuzztime=$(FUZZ_TIME) ./pkg/builder
 
 .PHONY: test-integration
 test-integration: ## The reconciler against a real kube-apiserver and etcd (envtest).
