@@ -39,11 +39,13 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and the operator's RBAC.
 	$(CONTROLLER_GEN) crd:maxDescLen=0,generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crdbounds config/crd/bases/*.yaml
+	cp config/crd/bases/*.yaml charts/kray/crds/
 	$(CONTROLLER_GEN) rbac:roleName=kray-operator paths=./pkg/controller/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@git diff --exit-code -- api config/crd config/rbac charts/kray/crds || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 
 .PHONY: fmt vet
 fmt: ## Fail when gofmt would change a file.
@@ -57,7 +59,7 @@ test: fmt vet verify-generated test-unit test-fuzz test-integration e2e ## Run e
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
-	go test $(GO_TEST_FLAGS) ./api/... ./internal/... ./pkg/... ./cmd/...
+	go test $(GO_TEST_FLAGS) ./api/... ./internal/... ./pkg/... ./cmd/... ./hack/... ./test/install/...
 
 FUZZ_TIME ?= 15s
 .PHONY: test-fuzz
@@ -95,3 +97,8 @@ docker-build: ## Build the operator image (needs a Docker engine).
 .PHONY: kind-e2e
 kind-e2e: ## The e2e suite on a kind cluster with Kruise from its Helm chart (needs Docker).
 	hack/kind-e2e.sh
+
+##@ Benchmarks
+.PHONY: bench
+bench: ## kray vs KubeRay, one after the other on fresh local clusters (.local-bench/); writes docs/benchmarks.md.
+	hack/bench/bench.sh $(BENCH_ARGS)

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -78,6 +79,17 @@ func main() {
 	}
 }
 
+// metricsOptions serves metrics over plain HTTP, or with --metrics-secure over HTTPS where every scrape is
+// authenticated (TokenReview) and authorized (SubjectAccessReview on GET /metrics).
+func metricsOptions(o options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.secureMetrics {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
+}
+
 func run(o options) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -99,7 +111,7 @@ func run(o options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(namespaces),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kray-operator.ray.io",

@@ -86,6 +86,7 @@ const (
 	ReasonValid                          = "Valid"
 	ReasonInvalidSpec                    = "InvalidRayClusterSpec"
 	ReasonInvalidMetadata                = "InvalidRayClusterMetadata"
+	ReasonRejectedByAdmission            = "RejectedByAdmission"
 	ReasonSynced                         = "Synced"
 	ReasonWorkloadWriteFailed            = "WorkloadWriteFailed"
 )
@@ -105,6 +106,7 @@ const (
 	EventCreatedRole              = "CreatedRole"
 	EventCreatedRoleBinding       = "CreatedRoleBinding"
 	EventRestartPolicySubstituted = "RestartPolicySubstituted"
+	EventRayContainerNotFirst     = "RayContainerNotFirst"
 	EventInvalidSpec              = "InvalidRayClusterSpec"
 	EventInvalidMetadata          = "InvalidRayClusterMetadata"
 	EventFailedToCreateService    = "FailedToCreateService"

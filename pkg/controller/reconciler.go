@@ -65,6 +65,7 @@ func (s *state) warn(reason, format string, args ...any) {
 
 func (r *Reconciler) phases() []phase {
 	return []phase{
+		{"preflight", r.preflightNewCluster},
 		{"autoscaler-rbac", r.reconcileAutoscalerRBAC},
 		{"head-service", r.reconcileHeadService},
 		{"head-statefulset", r.reconcileHeadStatefulSet},
@@ -97,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var syncErr error
 	if obs.InvalidSpec == nil {
 		for _, w := range validation.Warnings(rc) {
-			s.warn(constants.EventRestartPolicySubstituted, "%s", w)
+			s.warn(w.Reason, "%s", w.Message)
 		}
 		for _, p := range r.phases() {
 			start := time.Now()
@@ -108,6 +109,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				break
 			}
 		}
+	}
+	if isRejected(syncErr) {
+		obs.InvalidSpec, obs.InvalidReason, syncErr = syncErr, constants.ReasonRejectedByAdmission, nil
+		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, obs.InvalidSpec)
 	}
 	obs.SyncError = syncErr
 	statusErr := r.writeStatus(ctx, s, obs)

@@ -30,9 +30,12 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
-// Why each verb: RayClusters are read and only their status is written (never the spec). Kruise workloads
+// Why each verb: leases for leader election live in a namespaced Role (config/rbac/leader_election_role.yaml),
+// not here. TokenReviews and SubjectAccessReviews let --metrics-secure authenticate and authorize scrapers.
+// RayClusters are read and only their status is written (never the spec). Kruise workloads
 // are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
 // read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
 // restartPolicy-Never template. Services and the autoscaler's RBAC are created once, never updated. The

@@ -165,19 +165,49 @@ func headRayEnv(rc *rayv1.RayCluster) map[string]string {
 	return out
 }
 
-// Warnings lists problems that do not stop reconciliation but deserve a Warning event.
-func Warnings(rc *rayv1.RayCluster) []string {
-	var out []string
+// Warning is a problem that does not stop reconciliation but deserves a Warning event.
+type Warning struct {
+	Reason  string
+	Message string
+}
+
+// Warnings lists the spec's problems that kray works around or cannot judge for sure.
+func Warnings(rc *rayv1.RayCluster) []Warning {
+	var out []Warning
 	for i := range rc.Spec.WorkerGroupSpecs {
 		g := &rc.Spec.WorkerGroupSpecs[i]
 		switch g.Template.Spec.RestartPolicy {
 		case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
-			out = append(out, fmt.Sprintf("worker group %s asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces a pod whose Ray container exits", g.GroupName, g.Template.Spec.RestartPolicy))
+			out = append(out, Warning{constants.EventRestartPolicySubstituted, fmt.Sprintf("worker group %s asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces a pod whose Ray container exits", g.GroupName, g.Template.Spec.RestartPolicy)})
+		}
+		if w, ok := rayContainerNotFirst("worker group "+g.GroupName, g.Template.Spec.Containers); ok {
+			out = append(out, w)
 		}
 	}
 	switch p := rc.Spec.HeadGroupSpec.Template.Spec.RestartPolicy; p {
 	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
-		out = append(out, fmt.Sprintf("the head asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces the head pod when its Ray container exits", p))
+		out = append(out, Warning{constants.EventRestartPolicySubstituted, fmt.Sprintf("the head asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces the head pod when its Ray container exits", p)})
+	}
+	if w, ok := rayContainerNotFirst("the head", rc.Spec.HeadGroupSpec.Template.Spec.Containers); ok {
+		out = append(out, w)
 	}
 	return out
+}
+
+// rayContainerNotFirst flags a template whose first container does not look like Ray while a later one
+// does: Ray, the autoscaler and kray all treat containers[0] as the Ray container.
+func rayContainerNotFirst(where string, containers []corev1.Container) (Warning, bool) {
+	if len(containers) < 2 || looksLikeRay(containers[0]) {
+		return Warning{}, false
+	}
+	for _, c := range containers[1:] {
+		if looksLikeRay(c) {
+			return Warning{constants.EventRayContainerNotFirst, fmt.Sprintf("%s: container %q looks like the Ray container but is not first; kray runs `ray start` in the first container, %q", where, c.Name, containers[0].Name)}, true
+		}
+	}
+	return Warning{}, false
+}
+
+func looksLikeRay(c corev1.Container) bool {
+	return strings.Contains(strings.ToLower(c.Image), "ray") || strings.HasPrefix(strings.ToLower(c.Name), "ray")
 }

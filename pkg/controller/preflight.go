@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/builder"
+)
+
+// errRejected marks a spec that the API server or Kruise's webhooks refuse: a spec problem, not an outage.
+type errRejected struct{ err error }
+
+func (e errRejected) Error() string { return e.err.Error() }
+func (e errRejected) Unwrap() error { return e.err }
+
+// preflightNewCluster dry-runs the head Advanced StatefulSet and every worker CloneSet of a cluster that
+// has no head workload yet, so that a template Kubernetes or Kruise rejects (the CRD embeds pod templates
+// without their full validation) creates nothing at all instead of a head without workers.
+func (r *Reconciler) preflightNewCluster(ctx context.Context, s *state) error {
+	head := builder.HeadStatefulSet(s.effective, r.Options)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(head), &kruisev1beta1.StatefulSet{})
+	if !apierrors.IsNotFound(err) {
+		return err // exists (nil) or cannot tell
+	}
+	objs := []client.Object{head}
+	for i := range s.effective.Spec.WorkerGroupSpecs {
+		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], r.Options))
+	}
+	for _, obj := range objs {
+		err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+		case rejection(err):
+			return errRejected{fmt.Errorf("%s %s would be rejected: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)}
+		default:
+			return fmt.Errorf("dry-run %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// rejection reports whether err refuses the object itself (invalid, or denied by an admission webhook),
+// as opposed to an unreachable webhook or a missing permission.
+func rejection(err error) bool {
+	return apierrors.IsInvalid(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "denied the request"))
+}
+
+func isRejected(err error) bool {
+	var r errRejected
+	return errors.As(err, &r)
+}

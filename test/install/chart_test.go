@@ -1,0 +1,313 @@
+package install
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// The chart ships a copy of the generated CRD (Helm installs crds/ before templates); the copy must be the
+// generated file byte for byte.
+func TestChartCRDsMatchConfig(t *testing.T) {
+	want, err := filepath.Glob(filepath.Join(configDir, "crd", "bases", "*.yaml"))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("no generated CRDs in config/crd/bases (%v)", err)
+	}
+	got, err := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(baseNames(want), baseNames(got)); diff != "" {
+		t.Fatalf("charts/kray/crds/ does not hold the files of config/crd/bases/ (-want +got):\n%s\nfix: cp config/crd/bases/*.yaml charts/kray/crds/", diff)
+	}
+	for _, file := range want {
+		a, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("charts/kray/crds/%s differs from config/crd/bases/%[1]s; fix: cp config/crd/bases/*.yaml charts/kray/crds/", filepath.Base(file))
+		}
+	}
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, filepath.Base(p))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The chart's ClusterRole grants exactly what config/rbac/role.yaml (generated from the RBAC markers in
+// pkg/controller) grants, and its leader election Role what config/rbac's does.
+func TestChartRBACMatchesConfig(t *testing.T) {
+	objs := renderChart(t, defaultRelease, nil)
+	for _, tc := range []struct{ kind, file string }{
+		{"ClusterRole", "role.yaml"},
+		{"Role", "leader_election_role.yaml"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(configDir, "rbac", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := Decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantRole, gotRole rbacv1.ClusterRole // a Role's fields are a subset
+			typed(t, find(t, want, tc.kind), &wantRole)
+			typed(t, find(t, objs, tc.kind), &gotRole)
+			if len(wantRole.Rules) == 0 {
+				t.Fatalf("config/rbac/%s has no rules", tc.file)
+			}
+			if diff := cmp.Diff(wantRole.Rules, gotRole.Rules); diff != "" {
+				t.Errorf("the chart's %s rules differ from config/rbac/%s (-config +chart):\n%s\nfix: copy the rules into charts/kray/templates/", tc.kind, tc.file, diff)
+			}
+		})
+	}
+}
+
+// Each case renders the chart with some values and checks the objects and the operator's arguments.
+func TestChartRender(t *testing.T) {
+	base := []string{
+		"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"Service", "Deployment",
+	}
+	defaultArgs := []string{
+		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8080",
+		"--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4", "--kube-api-qps=50",
+		"--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info", "--zap-encoder=json",
+	}
+	cases := []struct {
+		name   string
+		rel    Release
+		values string
+		kinds  []string
+		args   []string
+		check  func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{
+			name: "defaults", rel: defaultRelease, kinds: base, args: defaultArgs,
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				if got := container(t, d).Image; got != "kray-operator:latest" {
+					t.Errorf("image %q, want kray-operator:latest", got)
+				}
+				if d.Name != "kray" || d.Namespace != "kray-system" || *d.Spec.Replicas != 1 {
+					t.Errorf("Deployment %s/%s with %d replicas, want kray-system/kray with 1", d.Namespace, d.Name, *d.Spec.Replicas)
+				}
+			},
+		},
+		{
+			name: "tuned", rel: Release{Name: "ray-ops", Namespace: "ops"},
+			values: `
+image: {repository: registry.example/kray-operator, tag: v0.1.0, pullPolicy: Always}
+replicas: 2
+maxConcurrentReconciles: 16
+kubeAPI: {qps: 200.5, burst: 4000000}
+watchNamespaces: [team-a, team-b]
+clusterDomain: corp.internal
+logging: {level: debug, encoder: console}
+healthProbePort: 9440
+metrics: {port: 9090, service: {port: 9090}}
+extraArgs: [--zap-stacktrace-level=panic]
+resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
+`,
+			kinds: base,
+			args: []string{
+				"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=:9090",
+				"--health-probe-bind-address=:9440", "--max-concurrent-reconciles=16", "--kube-api-qps=200.5",
+				"--kube-api-burst=4000000", "--watch-namespaces=team-a,team-b", "--cluster-domain=corp.internal",
+				"--zap-log-level=debug", "--zap-encoder=console", "--zap-stacktrace-level=panic",
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := container(t, d)
+				if d.Name != "ray-ops-kray" || *d.Spec.Replicas != 2 {
+					t.Errorf("Deployment %s with %d replicas, want ray-ops-kray with 2", d.Name, *d.Spec.Replicas)
+				}
+				if c.Image != "registry.example/kray-operator:v0.1.0" || c.ImagePullPolicy != "Always" {
+					t.Errorf("image %s (%s)", c.Image, c.ImagePullPolicy)
+				}
+				if got := c.Resources.Limits.Memory().String(); got != "2Gi" {
+					t.Errorf("memory limit %s, want 2Gi", got)
+				}
+				if !hasPort(c, "9090") || !hasPort(c, "9440") {
+					t.Errorf("container ports %v lack 9090 or 9440", c.Ports)
+				}
+			},
+		},
+		{
+			name: "leader election and metrics off", rel: defaultRelease,
+			values: `{leaderElection: {enabled: false}, metrics: {enabled: false}}`,
+			kinds:  []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			args: []string{
+				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
+				"--kube-api-qps=50", "--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info",
+				"--zap-encoder=json",
+			},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if c := container(t, deployment(t, objs)); hasPort(c, "metrics") {
+					t.Errorf("metrics port declared while metrics are off")
+				}
+			},
+		},
+		{
+			name: "secure metrics with a ServiceMonitor", rel: defaultRelease,
+			values: `metrics: {secure: true, serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus}}}`,
+			kinds:  append(slices.Clone(base), "ServiceMonitor"),
+			args:   slices.Insert(slices.Clone(defaultArgs), 3, "--metrics-secure"),
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				sm := find(t, objs, "ServiceMonitor")
+				if sm.GetLabels()["release"] != "prometheus" {
+					t.Errorf("ServiceMonitor labels %v lack release=prometheus", sm.GetLabels())
+				}
+				eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+				want := []any{map[string]any{
+					"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s", "scheme": "https",
+					"tlsConfig": map[string]any{"insecureSkipVerify": true},
+				}}
+				if diff := cmp.Diff(want, eps); diff != "" {
+					t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)
+				}
+				checkMonitorSelects(t, sm, find(t, objs, "Service"))
+			},
+		},
+		{
+			name: "scheduling", rel: defaultRelease,
+			values: `
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Equal, value: ops, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ops]}]}]}}}
+priorityClassName: system-cluster-critical
+podAnnotations: {example.com/team: ray}
+podLabels: {team: ray}
+imagePullSecrets: [{name: regcred}]
+`,
+			kinds: base, args: defaultArgs,
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				pod := d.Spec.Template
+				if pod.Spec.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Spec.Tolerations) != 1 ||
+					pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil ||
+					pod.Spec.PriorityClassName != "system-cluster-critical" || len(pod.Spec.ImagePullSecrets) != 1 {
+					t.Errorf("scheduling values not rendered: %+v", pod.Spec)
+				}
+				if pod.Annotations["example.com/team"] != "ray" || pod.Labels["team"] != "ray" {
+					t.Errorf("pod metadata not rendered: %+v", pod.ObjectMeta)
+				}
+			},
+		},
+		{
+			name: "existing ServiceAccount and RBAC", rel: defaultRelease,
+			values: `{serviceAccount: {create: false, name: ray-operator}, rbac: {create: false}, fullnameOverride: kray-operator}`,
+			kinds:  []string{"CustomResourceDefinition", "Service", "Deployment"},
+			args:   defaultArgs,
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				if d.Name != "kray-operator" || d.Spec.Template.Spec.ServiceAccountName != "ray-operator" {
+					t.Errorf("Deployment %s runs as %s, want kray-operator as ray-operator", d.Name, d.Spec.Template.Spec.ServiceAccountName)
+				}
+			},
+		},
+	}
+	flags := operatorFlags(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			objs := renderChart(t, tc.rel, values)
+			got := kinds(objs)
+			sort.Strings(got)
+			want := slices.Clone(tc.kinds)
+			sort.Strings(want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("rendered kinds (-want +got):\n%s", diff)
+			}
+			for _, o := range objs {
+				if o.GetNamespace() != "" && o.GetNamespace() != tc.rel.Namespace {
+					t.Errorf("%s %s is in namespace %s, not the release's %s", o.GetKind(), o.GetName(), o.GetNamespace(), tc.rel.Namespace)
+				}
+			}
+			checkTyped(t, objs)
+			d := deployment(t, objs)
+			c := container(t, d)
+			if diff := cmp.Diff(tc.args, c.Args); diff != "" {
+				t.Errorf("operator arguments (-want +got):\n%s", diff)
+			}
+			checkArgsAreFlags(t, c, flags)
+			checkHardened(t, d)
+			checkSelectors(t, objs, d)
+			checkRBACWiring(t, objs, d)
+			if tc.check != nil {
+				tc.check(t, objs)
+			}
+		})
+	}
+}
+
+// Every value in values.yaml is documented in the chart README's table, as `dotted.key`.
+func TestChartREADMEDocumentsEveryValue(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+		documented[m[1]] = true
+	}
+	var keys []string
+	leafKeys("", values, &keys)
+	for _, k := range keys {
+		if !documented[k] {
+			t.Errorf("value %s is not in charts/kray/README.md's table", k)
+		}
+		delete(documented, k)
+	}
+	for k := range documented {
+		t.Errorf("charts/kray/README.md documents %s, which values.yaml does not have", k)
+	}
+}
+
+// leafKeys appends the dotted keys of v's leaves; lists and empty maps are leaves.
+func leafKeys(prefix string, v any, out *[]string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 || prefix == "resources" || strings.HasSuffix(prefix, "SecurityContext") || prefix == "securityContext" {
+		*out = append(*out, prefix)
+		return
+	}
+	for k, child := range m {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		leafKeys(key, child, out)
+	}
+}
