@@ -1,0 +1,182 @@
+// Command bench measures kray against KubeRay's operator on the local cluster of hack/cluster.sh, one
+// operator after the other in one run, and writes docs/benchmarks.md (between its generated markers),
+// docs/bench/results.json and docs/bench/chart.png.
+//
+// Each operator gets a fresh cluster (cluster.sh down --purge, then up) in its own state directory and on
+// its own ports, so that it never touches the default .local/ instance. The operator under test runs out of
+// cluster as the cluster admin; its metrics endpoint and /proc entries are sampled before and after every
+// scenario. For kray, kruise-manager does the pod work and is sampled the same way.
+//
+// hack/bench/bench.sh builds both operators and runs this program; `make bench` calls the script.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is everything a run depends on; it is recorded verbatim in the results.
+type config struct {
+	Root          string        `json:"-"`
+	LocalDir      string        `json:"localDir"`
+	KrayBinary    string        `json:"krayBinary"`
+	KubeRayBinary string        `json:"kuberayBinary"`
+	KubeRayCRDs   string        `json:"kuberayCRDs"`
+	Operators     []string      `json:"operators"`
+	Clusters      int           `json:"clusters"`
+	CreateRate    float64       `json:"createRatePerSecond"`
+	ScaleTo       int           `json:"scaleTo"`
+	SmallClusters int           `json:"smallClusters"`
+	DownClusters  int           `json:"scaleDownClusters"`
+	DownPerClust  int           `json:"deletionsPerCluster"`
+	Evictions     int           `json:"evictions"`
+	Timeout       time.Duration `json:"scenarioTimeout"`
+	Settle        time.Duration `json:"settle"`
+	KrayArgs      []string      `json:"krayExtraArgs"`
+	KubeRayArgs   []string      `json:"kuberayExtraArgs"`
+	OutDir        string        `json:"-"`
+	Report        string        `json:"-"`
+	// RenderOnly, when set, names a results.json to render again (report and chart) without measuring.
+	RenderOnly string `json:"-"`
+}
+
+func main() {
+	cfg := parseFlags()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	run := run
+	if cfg.RenderOnly != "" {
+		run = render
+	}
+	if err := run(ctx, cfg); err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+}
+
+func parseFlags() config {
+	root, err := os.Getwd()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := config{Root: root}
+	var ops, krayArgs, kuberayArgs string
+	flag.StringVar(&cfg.LocalDir, "local-dir", filepath.Join(root, ".local-bench"), "state directory of the benchmark cluster (never .local)")
+	flag.StringVar(&cfg.KrayBinary, "kray", filepath.Join(root, "bin/kray-operator"), "kray operator binary")
+	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-v1.5.0/ray-operator"), "KubeRay operator binary")
+	flag.StringVar(&cfg.KubeRayCRDs, "kuberay-crds", "", "KubeRay's config/crd/bases directory (required when kuberay runs)")
+	flag.StringVar(&ops, "operators", "kray,kuberay", "operators to measure, in order")
+	flag.IntVar(&cfg.Clusters, "clusters", 100, "RayClusters (1 head + 3 workers) created in the create scenario")
+	flag.Float64Var(&cfg.CreateRate, "rate", 10, "RayClusters created per second")
+	flag.IntVar(&cfg.ScaleTo, "scale-to", 500, "workers of the big cluster in the scale scenario")
+	flag.IntVar(&cfg.SmallClusters, "small-clusters", 20, "small clusters created while the big one scales")
+	flag.IntVar(&cfg.DownClusters, "down-clusters", 10, "clusters in the scale-down scenario")
+	flag.IntVar(&cfg.DownPerClust, "down-per-cluster", 10, "named workers deleted per cluster in the scale-down scenario")
+	flag.IntVar(&cfg.Evictions, "evictions", 20, "head evictions (one at a time, each on its own cluster)")
+	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "limit for each scenario")
+	flag.DurationVar(&cfg.Settle, "settle", 10*time.Second, "extra watch time after a scenario to catch late creations/deletions")
+	flag.StringVar(&krayArgs, "kray-args", "", "extra kray flags, space separated")
+	flag.StringVar(&kuberayArgs, "kuberay-args", "", "extra KubeRay flags, space separated")
+	flag.StringVar(&cfg.OutDir, "out", filepath.Join(root, "docs/bench"), "directory for results.json and chart.png")
+	flag.StringVar(&cfg.Report, "report", filepath.Join(root, "docs/benchmarks.md"), "report whose generated section is rewritten")
+	flag.StringVar(&cfg.RenderOnly, "render-only", "", "re-render the report and chart from this results.json; measure nothing")
+	flag.Parse()
+	cfg.Operators = strings.Split(ops, ",")
+	cfg.KrayArgs = strings.Fields(krayArgs)
+	cfg.KubeRayArgs = strings.Fields(kuberayArgs)
+	if filepath.Base(cfg.LocalDir) == ".local" {
+		log.Fatal("bench: refusing to use .local, the default cluster's state directory")
+	}
+	return cfg
+}
+
+// run measures every operator in cfg.Operators and writes the results, even partial ones, before it
+// returns the first error.
+func run(ctx context.Context, cfg config) error {
+	res := &results{Config: cfg, Machine: describeMachine(cfg.Root), Started: time.Now().UTC()}
+	var firstErr error
+	for _, name := range cfg.Operators {
+		op, err := newOperator(cfg, name)
+		if err != nil {
+			return err
+		}
+		log.Printf("===== %s =====", name)
+		or, err := measure(ctx, cfg, op)
+		res.Operators = append(res.Operators, or)
+		if err != nil {
+			log.Printf("%s: %v", name, err)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	res.Finished = time.Now().UTC()
+	if err := writeResults(cfg, res); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+// render rewrites the report and chart from cfg.RenderOnly, keeping the recorded run's configuration.
+func render(_ context.Context, cfg config) error {
+	res, err := readResults(cfg.RenderOnly)
+	if err != nil {
+		return err
+	}
+	res.Config.OutDir, res.Config.Report = cfg.OutDir, cfg.Report
+	if err := writeChart(filepath.Join(cfg.OutDir, "chart.png"), res); err != nil {
+		return err
+	}
+	return updateReport(cfg.Report, renderMarkdown(res.Config, res))
+}
+
+// measure brings up a fresh cluster, runs op and every scenario against it, and brings the cluster down.
+// The returned result holds whatever was measured before an error.
+func measure(ctx context.Context, cfg config, op *operator) (or operatorResult, err error) {
+	or = operatorResult{Name: op.name, Flags: op.args}
+	cl := newLocalCluster(cfg, op.name)
+	or.Cluster = cl.describe()
+	defer func() {
+		if derr := cl.down(false); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	if err = cl.down(true); err != nil {
+		return or, err
+	}
+	if err = cl.up(ctx); err != nil {
+		return or, err
+	}
+	or.KruiseFlags, err = cl.kruiseFlags()
+	if err != nil {
+		return or, err
+	}
+	env, err := newEnv(ctx, cfg, cl, op)
+	if err != nil {
+		return or, err
+	}
+	defer env.close()
+	or.KruiseRunning = true // kruise-manager runs (idle for KubeRay) in both runs; see the report.
+	for _, sc := range scenarios(cfg) {
+		if ctx.Err() != nil {
+			return or, ctx.Err()
+		}
+		log.Printf("%s: scenario %s", op.name, sc.name)
+		sr := env.runScenario(ctx, sc)
+		or.Scenarios = append(or.Scenarios, sr)
+		if sr.Error != "" {
+			log.Printf("%s: scenario %s: %s", op.name, sc.name, sr.Error)
+		}
+	}
+	return or, nil
+}
