@@ -17,6 +17,7 @@
 #                       CloneSet and Advanced StatefulSet writes are rejected while it is down).
 #   start-kruise        start kruise-manager and wait until it is ready.
 #   restart-kruise      stop-kruise, then start-kruise.
+#   restart-apiserver   stop kube-apiserver and start it again on the same etcd data (a control-plane blip).
 #   kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE
 #                       write a kubeconfig that authenticates as that ServiceAccount with a 24 h token from
 #                       `kubectl create token`.
@@ -824,6 +825,22 @@ cmd_start_kruise() {
   log "kruise-manager ready"
 }
 
+# cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
+# blip for fault tests): every client's watches break and must resume.
+cmd_restart_apiserver() {
+  require_commands
+  lock_state
+  stop_processes kube-apiserver
+  local deadline=$((SECONDS + STOP_TIMEOUT))
+  while port_in_use "${APISERVER_PORT}"; do
+    ((SECONDS < deadline)) || die "kube-apiserver port still in use ${STOP_TIMEOUT}s after it stopped"
+    sleep 0.1
+  done
+  start_kube_apiserver
+  ready_kube_apiserver
+  log "kube-apiserver restarted"
+}
+
 cmd_kubeconfig_for_sa() {
   [[ $# -eq 3 ]] || die "usage: $0 kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE"
   require_apiserver
@@ -852,6 +869,7 @@ main() {
       cmd_stop_kruise
       cmd_start_kruise
       ;;
+    restart-apiserver) cmd_restart_apiserver ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;
     -h | --help | help) usage ;;
     *)

@@ -10,14 +10,17 @@
 #   kill        SIGKILL the operator (a crash, for tests) and wait until it is gone
 #   foreground  like start, but runs in the foreground (Ctrl-C stops it)
 #   status      exit 0 when the operator is running
-# Environment: KRAY_OPERATOR_ARGS (extra flags), KRAY_OPERATOR_PROBE_PORT (default 28081).
+# Environment: KRAY_OPERATOR_ARGS (extra flags), KRAY_OPERATOR_PROBE_PORT (default 28081),
+# KRAY_OPERATOR_INSTANCE (a name for a second replica, e.g. for leader election tests: its own PID file and
+# log, kray-operator-<name>.pid/.log; give it its own KRAY_OPERATOR_PROBE_PORT).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="${KRAY_LOCAL_DIR:-${ROOT}/.local}"
 export KUBECONFIG="${KUBECONFIG:-${LOCAL}/kubeconfig}"
-PID_FILE="${LOCAL}/run/kray-operator.pid"
-LOG_FILE="${LOCAL}/logs/kray-operator.log"
+NAME="kray-operator${KRAY_OPERATOR_INSTANCE:+-${KRAY_OPERATOR_INSTANCE}}"
+PID_FILE="${LOCAL}/run/${NAME}.pid"
+LOG_FILE="${LOCAL}/logs/${NAME}.log"
 SA_KUBECONFIG="${LOCAL}/kubeconfigs/kray-operator-sa.kubeconfig"
 PROBE_PORT="${KRAY_OPERATOR_PROBE_PORT:-28081}"
 

@@ -248,11 +248,10 @@ func clusterKey(ns, name string) string { return ns + "/" + name }
 
 func startLedger(ctx context.Context) (*podLedger, error) {
 	l := &podLedger{created: map[string]map[types.UID]string{}, deleted: map[string]map[types.UID]string{}}
-	list, err := clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster})
+	rv, err := l.resync(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rv := list.ResourceVersion
 	go func() {
 		for ctx.Err() == nil {
 			w, err := clientset.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster, ResourceVersion: rv, AllowWatchBookmarks: true})
@@ -262,10 +261,8 @@ func startLedger(ctx context.Context) (*podLedger, error) {
 			}
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
-					l.mu.Lock()
-					l.gap = fmt.Errorf("pod watch failed at resourceVersion %s: %v", rv, ev.Object)
-					l.mu.Unlock()
-					continue
+					rv = l.recover(ctx, rv, ev.Object)
+					break
 				}
 				p, ok := ev.Object.(*corev1.Pod)
 				if !ok {
@@ -274,9 +271,53 @@ func startLedger(ctx context.Context) (*podLedger, error) {
 				rv = p.ResourceVersion
 				l.record(ev.Type, p)
 			}
+			w.Stop()
 		}
 	}()
 	return l, nil
+}
+
+// recover handles a watch error. After a kube-apiserver restart the new watch cache cannot resume from
+// the old resourceVersion (410 Gone); the ledger then resyncs from a LIST. Pods could not be written
+// while the API server was down, so the resync misses nothing a test asserts on. Any other error marks
+// the ledger untrustworthy.
+func (l *podLedger) recover(ctx context.Context, rv string, obj runtime.Object) string {
+	if st, ok := obj.(*metav1.Status); ok && st.Code == 410 {
+		if newRV, err := l.resync(ctx); err == nil {
+			return newRV
+		}
+	}
+	l.mu.Lock()
+	l.gap = fmt.Errorf("pod watch failed at resourceVersion %s: %v", rv, obj)
+	l.mu.Unlock()
+	return rv
+}
+
+// resync lists the pods and records those it had not seen as created and those that vanished as deleted.
+// It returns the list's resourceVersion, from which the watch resumes.
+func (l *podLedger) resync(ctx context.Context) (string, error) {
+	list, err := clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster})
+	if err != nil {
+		return "", err
+	}
+	live := map[types.UID]bool{}
+	for i := range list.Items {
+		live[list.Items[i].UID] = true
+		l.record(watch.Added, &list.Items[i])
+	}
+	l.mu.Lock()
+	for key, pods := range l.created {
+		for uid, name := range pods {
+			if !live[uid] && l.deleted[key][uid] == "" {
+				if l.deleted[key] == nil {
+					l.deleted[key] = map[types.UID]string{}
+				}
+				l.deleted[key][uid] = name
+			}
+		}
+	}
+	l.mu.Unlock()
+	return list.ResourceVersion, nil
 }
 
 func (l *podLedger) record(t watch.EventType, p *corev1.Pod) {
