@@ -46,21 +46,21 @@ type state struct {
 	rc *rayv1.RayCluster
 	// effective is rc with spec.suspend forced on while a suspension is completing; builders read it.
 	effective *rayv1.RayCluster
-	events    []event
+	events    []queuedEvent
 }
 
-type event struct {
+type queuedEvent struct {
 	warning bool
 	reason  string
 	message string
 }
 
 func (s *state) normal(reason, format string, args ...any) {
-	s.events = append(s.events, event{reason: reason, message: fmt.Sprintf(format, args...)})
+	s.events = append(s.events, queuedEvent{reason: reason, message: fmt.Sprintf(format, args...)})
 }
 
 func (s *state) warn(reason, format string, args ...any) {
-	s.events = append(s.events, event{warning: true, reason: reason, message: fmt.Sprintf(format, args...)})
+	s.events = append(s.events, queuedEvent{warning: true, reason: reason, message: fmt.Sprintf(format, args...)})
 }
 
 func (r *Reconciler) phases() []phase {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
@@ -10,12 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -83,16 +85,44 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Owns(&kruisev1alpha1.CloneSet{}).
 		Owns(&kruisev1beta1.StatefulSet{}).
 		Owns(&corev1.Service{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		Watches(&corev1.Pod{}, podHandler{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
 
-// podToCluster maps a pod to the RayCluster named by its ray.io/cluster label.
-func podToCluster(_ context.Context, obj client.Object) []reconcile.Request {
+// workerPodBatch is how long a worker pod event waits before it reconciles its cluster, so that a burst
+// of pod events (a 500-pod scale-up) becomes a few reconciles and status writes instead of one per event.
+// Head pod events are not delayed: HeadPodReady must see a head that is down for less than that.
+const workerPodBatch = 500 * time.Millisecond
+
+// podHandler enqueues the RayCluster named by a pod's ray.io/cluster label.
+type podHandler struct{}
+
+func (podHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueuePod(e.Object, q)
+}
+
+func (podHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueuePod(e.ObjectNew, q)
+}
+
+func (podHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueuePod(e.Object, q)
+}
+
+func (podHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueuePod(e.Object, q)
+}
+
+func enqueuePod(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	name, ok := obj.GetLabels()[constants.LabelCluster]
 	if !ok {
-		return nil
+		return
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}
+	if obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead {
+		q.Add(req)
+		return
+	}
+	q.AddAfter(req, workerPodBatch)
 }

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"os/exec"
+	"time"
+
 	"context"
 	"fmt"
+	"github.com/kray-project/kray/internal/moddir"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -24,6 +28,7 @@ import (
 // in install order, as `kubectl apply --server-side --dry-run=server` does, so the API server's validation,
 // admission (including Pod Security) and webhooks judge each one. Any API warning fails the test.
 func TestInstall(t *testing.T) {
+	ensureServiceMonitorCRD(t)
 	t.Run("kustomize config/default", func(t *testing.T) {
 		objs, err := install.Kustomize(filepath.Join(repoRoot, "config", "default"))
 		if err != nil {
@@ -49,9 +54,6 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("kustomize config/prometheus", func(t *testing.T) {
-		if !served(t, serviceMonitor) {
-			t.Skip("the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor (no Prometheus Operator)")
-		}
 		objs, err := install.Kustomize(filepath.Join(repoRoot, "config", "prometheus"))
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +61,35 @@ func TestInstall(t *testing.T) {
 		ensureNamespace(t, "kray-system")
 		dryRunApply(t, objs)
 	})
+}
+
+// prometheusOperator is the release whose ServiceMonitor CRD is installed when the cluster lacks one, so
+// the sample ServiceMonitor is validated against the real schema rather than skipped.
+const prometheusOperator, prometheusOperatorVersion = "github.com/prometheus-operator/prometheus-operator", "v0.85.0"
+
+// ensureServiceMonitorCRD installs the ServiceMonitor CRD from the Prometheus Operator module when the
+// cluster does not serve it yet (the local cluster has no Prometheus Operator).
+func ensureServiceMonitorCRD(t *testing.T) {
+	t.Helper()
+	if served(t, serviceMonitor) {
+		return
+	}
+	dir, err := moddir.Dir(prometheusOperator, prometheusOperatorVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml")
+	out, err := exec.Command("kubectl", "apply", "--server-side", "-f", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("install the ServiceMonitor CRD: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for !served(t, serviceMonitor) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ServiceMonitor CRD was installed but is not served")
+		}
+		time.Sleep(poll)
+	}
 }
 
 var serviceMonitor = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
