@@ -42,7 +42,7 @@ type options struct {
 
 func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	var o options
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
@@ -51,7 +51,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
-	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "serve metrics over HTTPS with authentication and authorization")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
 	zopts := zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -40,7 +40,7 @@ func newOperator(cfg config, name string) (*operator, error) {
 		return &operator{
 			name:   name,
 			binary: cfg.KrayBinary,
-			args: append([]string{"--kubeconfig={kubeconfig}", "--metrics-bind-address=" + metrics,
+			args: append([]string{"--kubeconfig={kubeconfig}", "--metrics-bind-address=" + metrics, "--metrics-secure=false",
 				"--health-probe-bind-address=" + probe, "--zap-log-level=info"}, cfg.KrayArgs...),
 			crdDir: filepath.Join(cfg.Root, "config/crd/bases"),
 		}, nil

@@ -31,12 +31,15 @@ func TestSampleBecomesReady(t *testing.T) {
 
 	svc := &corev1.Service{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.HeadService(rc.Name)}, svc)).To(Succeed())
-	sts := &kruisev1beta1.StatefulSet{}
-	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.HeadStatefulSet(rc.Name)}, sts)).To(Succeed())
-	g.Expect(sts.Status.ReadyReplicas).To(Equal(int32(1)))
 	cs := &kruisev1alpha1.CloneSet{}
-	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.WorkerCloneSet(rc.Name, "workergroup")}, cs)).To(Succeed())
-	g.Expect(cs.Status.ReadyReplicas).To(Equal(int32(2)))
+	// The workloads' own status follows the pods a moment after kray's does.
+	g.Eventually(func(g Gomega) {
+		sts := &kruisev1beta1.StatefulSet{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.HeadStatefulSet(rc.Name)}, sts)).To(Succeed())
+		g.Expect(sts.Status.ReadyReplicas).To(Equal(int32(1)))
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.WorkerCloneSet(rc.Name, "workergroup")}, cs)).To(Succeed())
+		g.Expect(cs.Status.ReadyReplicas).To(Equal(int32(2)))
+	}, readyTimeout, poll).Should(Succeed())
 
 	head := headPod(g, rc)
 	g.Expect(metav1.GetControllerOf(head).Kind).To(Equal("StatefulSet"))

@@ -55,14 +55,27 @@ func baseNames(paths []string) []string {
 }
 
 // The chart's ClusterRole grants exactly what config/rbac/role.yaml (generated from the RBAC markers in
-// pkg/controller) grants, and its leader election Role what config/rbac's does.
+// pkg/controller) grants, its leader election Role what config/rbac's does, and its metrics-reader
+// ClusterRole what config/rbac's does.
 func TestChartRBACMatchesConfig(t *testing.T) {
 	objs := renderChart(t, defaultRelease, nil)
-	for _, tc := range []struct{ kind, file string }{
-		{"ClusterRole", "role.yaml"},
-		{"Role", "leader_election_role.yaml"},
+	var operatorRoles, readers []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && strings.HasSuffix(o.GetName(), "metrics-reader") {
+			readers = append(readers, o)
+		} else {
+			operatorRoles = append(operatorRoles, o)
+		}
+	}
+	for _, tc := range []struct {
+		kind, file string
+		objs       []*unstructured.Unstructured
+	}{
+		{"ClusterRole", "role.yaml", operatorRoles},
+		{"Role", "leader_election_role.yaml", objs},
+		{"ClusterRole", "metrics_reader_role.yaml", readers},
 	} {
-		t.Run(tc.kind, func(t *testing.T) {
+		t.Run(tc.file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(configDir, "rbac", tc.file))
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +86,7 @@ func TestChartRBACMatchesConfig(t *testing.T) {
 			}
 			var wantRole, gotRole rbacv1.ClusterRole // a Role's fields are a subset
 			typed(t, find(t, want, tc.kind), &wantRole)
-			typed(t, find(t, objs, tc.kind), &gotRole)
+			typed(t, find(t, tc.objs, tc.kind), &gotRole)
 			if len(wantRole.Rules) == 0 {
 				t.Fatalf("config/rbac/%s has no rules", tc.file)
 			}
@@ -87,12 +100,12 @@ func TestChartRBACMatchesConfig(t *testing.T) {
 // Each case renders the chart with some values and checks the objects and the operator's arguments.
 func TestChartRender(t *testing.T) {
 	base := []string{
-		"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 		"Service", "Deployment",
 	}
 	defaultArgs := []string{
-		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8080",
-		"--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4", "--kube-api-qps=50",
+		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8443",
+		"--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4", "--kube-api-qps=50",
 		"--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info", "--zap-encoder=json",
 	}
 	cases := []struct {
@@ -133,7 +146,7 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			kinds: base,
 			args: []string{
 				"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=:9090",
-				"--health-probe-bind-address=:9440", "--max-concurrent-reconciles=16", "--kube-api-qps=200.5",
+				"--metrics-secure=true", "--health-probe-bind-address=:9440", "--max-concurrent-reconciles=16", "--kube-api-qps=200.5",
 				"--kube-api-burst=4000000", "--watch-namespaces=team-a,team-b", "--cluster-domain=corp.internal",
 				"--zap-log-level=debug", "--zap-encoder=console", "--zap-stacktrace-level=panic",
 			},
@@ -171,9 +184,9 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 		},
 		{
 			name: "secure metrics with a ServiceMonitor", rel: defaultRelease,
-			values: `metrics: {secure: true, serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus}}}`,
+			values: `metrics: {serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus}}}`,
 			kinds:  append(slices.Clone(base), "ServiceMonitor"),
-			args:   slices.Insert(slices.Clone(defaultArgs), 3, "--metrics-secure"),
+			args:   defaultArgs,
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				sm := find(t, objs, "ServiceMonitor")
 				if sm.GetLabels()["release"] != "prometheus" {
@@ -182,7 +195,8 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 				eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 				want := []any{map[string]any{
 					"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s", "scheme": "https",
-					"tlsConfig": map[string]any{"insecureSkipVerify": true},
+					"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+					"tlsConfig":       map[string]any{"insecureSkipVerify": true},
 				}}
 				if diff := cmp.Diff(want, eps); diff != "" {
 					t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)

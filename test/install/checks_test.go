@@ -2,6 +2,7 @@ package install
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,7 +72,11 @@ func checkRBACWiring(t *testing.T, objs []*unstructured.Unstructured, d *appsv1.
 	if o, _ := Find(objs, "ServiceAccount"); o != nil && (o.GetName() != sa.Name || o.GetNamespace() != sa.Namespace) {
 		t.Errorf("ServiceAccount %s/%s is not the Deployment's %s/%s", o.GetNamespace(), o.GetName(), sa.Namespace, sa.Name)
 	}
-	if cr, _ := Find(objs, "ClusterRole"); cr != nil {
+	for _, cr := range objs {
+		// The metrics-reader role is for the scraper, not the operator.
+		if cr.GetKind() != "ClusterRole" || strings.HasSuffix(cr.GetName(), "metrics-reader") {
+			continue
+		}
 		if !bound(t, objs, "ClusterRoleBinding", "ClusterRole", cr.GetName(), "", sa) {
 			t.Errorf("no ClusterRoleBinding binds ClusterRole %s to %s/%s", cr.GetName(), sa.Namespace, sa.Name)
 		}
