@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -22,6 +23,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/controller"
+	"github.com/kray-project/kray/pkg/features"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -38,10 +40,11 @@ type options struct {
 	namespaces    string
 	clusterDomain string
 	secureMetrics bool
+	gates         featuregate.MutableFeatureGate
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
-	var o options
+	o := options{gates: features.New()}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
@@ -52,6 +55,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
+	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	zopts := zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -126,7 +130,11 @@ func run(o options) error {
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
 		Options:   builder.Options{ClusterDomain: o.clusterDomain, Version: version},
 	}
-	if err := r.SetupWithManager(mgr, o.concurrency); err != nil {
+	setup := controller.SetupOptions{Concurrency: o.concurrency}
+	if o.gates.Enabled(features.WorkerPodEventBatching) {
+		setup.WorkerPodBatch = controller.DefaultWorkerPodBatch
+	}
+	if err := r.SetupWithManager(mgr, setup); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

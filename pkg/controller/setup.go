@@ -75,9 +75,20 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
+// SetupOptions are the controller's operator-level settings.
+type SetupOptions struct {
+	// Concurrency is the number of RayClusters reconciled in parallel.
+	Concurrency int
+	// WorkerPodBatch delays the reconcile a worker pod event triggers, batching bursts; 0 disables it.
+	WorkerPodBatch time.Duration
+}
+
+// DefaultWorkerPodBatch is the batching window of the WorkerPodEventBatching feature gate.
+const DefaultWorkerPodBatch = 500 * time.Millisecond
+
 // SetupWithManager registers the reconciler: RayCluster spec, label and annotation changes (not its own
 // status writes), the Kruise workloads and Service it owns, and the pods of each cluster by label.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("raycluster").
 		For(&rayv1.RayCluster{}, builder.WithPredicates(predicate.Or(
@@ -85,44 +96,42 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Owns(&kruisev1alpha1.CloneSet{}).
 		Owns(&kruisev1beta1.StatefulSet{}).
 		Owns(&corev1.Service{}).
-		Watches(&corev1.Pod{}, podHandler{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Watches(&corev1.Pod{}, podHandler{batch: opts.WorkerPodBatch}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 }
 
-// workerPodBatch is how long a worker pod event waits before it reconciles its cluster, so that a burst
-// of pod events (a 500-pod scale-up) becomes a few reconciles and status writes instead of one per event.
-// Head pod events are not delayed: HeadPodReady must see a head that is down for less than that.
-const workerPodBatch = 500 * time.Millisecond
+// podHandler enqueues the RayCluster named by a pod's ray.io/cluster label. A worker pod event waits up to
+// batch before it reconciles, so a burst of pod events (a 500-pod scale-up) becomes a few reconciles and
+// status writes instead of one per event. Head pod events are never delayed: HeadPodReady must see a head
+// that is down for less than that.
+type podHandler struct{ batch time.Duration }
 
-// podHandler enqueues the RayCluster named by a pod's ray.io/cluster label.
-type podHandler struct{}
-
-func (podHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	enqueuePod(e.Object, q)
+func (h podHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, q)
 }
 
-func (podHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	enqueuePod(e.ObjectNew, q)
+func (h podHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.ObjectNew, q)
 }
 
-func (podHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	enqueuePod(e.Object, q)
+func (h podHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, q)
 }
 
-func (podHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	enqueuePod(e.Object, q)
+func (h podHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, q)
 }
 
-func enqueuePod(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h podHandler) enqueue(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	name, ok := obj.GetLabels()[constants.LabelCluster]
 	if !ok {
 		return
 	}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}
-	if obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead {
+	if h.batch <= 0 || obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead {
 		q.Add(req)
 		return
 	}
-	q.AddAfter(req, workerPodBatch)
+	q.AddAfter(req, h.batch)
 }

@@ -133,3 +133,44 @@ func leads(t *testing.T, name string) bool {
 	}
 	return strings.Contains(log, "successfully acquired lease")
 }
+
+// The operator is killed with SIGKILL right after a RayCluster is created and restarted: the cluster
+// becomes ready with each pod created once.
+func TestOperatorKilledDuringCreate(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	hack(t, "operator.sh", "kill")
+	hack(t, "operator.sh", "start")
+	waitReady(t, rc, 2)
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(3))
+	g.Expect(deleted).To(BeZero())
+}
+
+// The operator is killed with SIGKILL right after the autoscaler names a pod for deletion and restarted:
+// exactly that pod is deleted, once, and nothing is replaced.
+func TestOperatorKilledDuringNamedDelete(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh")
+	}
+	g := NewWithT(t)
+	rc := autoscaledCluster(t, 3, 0)
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	as := newAutoscaler(t, rc)
+	victim := workerPods(g, rc, "small-group")[1]
+	as.patch(t, fmt.Sprintf(`[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}, {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": [%s]}}]`, quoted(victim.Name)))
+	hack(t, "operator.sh", "kill")
+	hack(t, "operator.sh", "start")
+	g.Eventually(func(g Gomega) {
+		g.Expect(uids(workerPods(g, rc, "small-group"))).NotTo(HaveKey(victim.Name))
+	}, readyTimeout, poll).Should(Succeed())
+	waitReady(t, rc, 2)
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victim.Name))
+	created, _ := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1 + 3))
+}

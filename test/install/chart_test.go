@@ -168,6 +168,12 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			},
 		},
 		{
+			name: "feature gates", rel: defaultRelease,
+			values: `featureGates: {WorkerPodEventBatching: false}`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs), "--feature-gates=WorkerPodEventBatching=false"),
+		},
+		{
 			name: "leader election and metrics off", rel: defaultRelease,
 			values: `{leaderElection: {enabled: false}, metrics: {enabled: false}}`,
 			kinds:  []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},

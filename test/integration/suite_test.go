@@ -120,7 +120,7 @@ func startOperator(ctx context.Context) error {
 		Recorder:  mgr.GetEventRecorderFor("kray-operator"),
 		Options:   builder.Options{Version: "integration"},
 	}
-	if err := r.SetupWithManager(mgr, 2); err != nil {
+	if err := r.SetupWithManager(mgr, controller.SetupOptions{Concurrency: 2, WorkerPodBatch: controller.DefaultWorkerPodBatch}); err != nil {
 		return err
 	}
 	go func() {
