@@ -52,7 +52,7 @@ func TestMetricsRequireAuthentication(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the operator serves a self-signed certificate
 	}}
-	scrape := func(bearer string) (int, string) {
+	scrape := func(g Gomega, bearer string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, "https://127.0.0.1:28443/metrics", nil)
 		g.Expect(err).NotTo(HaveOccurred())
 		if bearer != "" {
@@ -64,12 +64,15 @@ func TestMetricsRequireAuthentication(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	code, _ := scrape("")
-	g.Expect(code).To(Equal(http.StatusUnauthorized))
-	code, _ = scrape(token("stranger"))
+	// The metrics server may start listening a moment after /readyz answers.
+	g.Eventually(func(g Gomega) {
+		code, _ := scrape(g, "")
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
+	}, readyTimeout, poll).Should(Succeed())
+	code, _ := scrape(g, token("stranger"))
 	g.Expect(code).To(Equal(http.StatusForbidden))
 	g.Eventually(func(g Gomega) {
-		code, body := scrape(token("scraper"))
+		code, body := scrape(g, token("scraper"))
 		g.Expect(code).To(Equal(http.StatusOK))
 		g.Expect(strings.Contains(body, "controller_runtime_reconcile_total")).To(BeTrue())
 	}, readyTimeout, poll).Should(Succeed())
