@@ -32,30 +32,30 @@ func (r *Reconciler) reconcileAutoscalerRBAC(ctx context.Context, s *state) erro
 			}
 			return fmt.Errorf("autoscaler ServiceAccount %s: %w", key, err)
 		}
-	} else if err := r.createOnce(ctx, s, builder.AutoscalerServiceAccount(rc), &corev1.ServiceAccount{}, constants.EventCreatedServiceAccount); err != nil {
+	} else if err := r.createOnce(ctx, s, builder.AutoscalerServiceAccount(rc), &corev1.ServiceAccount{}, constants.EventCreatedServiceAccount, constants.EventFailedToCreateServiceAccount); err != nil {
 		return err
 	}
-	if err := r.createOnce(ctx, s, builder.AutoscalerRole(rc), &rbacv1.Role{}, constants.EventCreatedRole); err != nil {
+	if err := r.createOnce(ctx, s, builder.AutoscalerRole(rc), &rbacv1.Role{}, constants.EventCreatedRole, constants.EventFailedToCreateRole); err != nil {
 		return err
 	}
-	return r.createOnce(ctx, s, builder.AutoscalerRoleBinding(rc), &rbacv1.RoleBinding{}, constants.EventCreatedRoleBinding)
+	return r.createOnce(ctx, s, builder.AutoscalerRoleBinding(rc), &rbacv1.RoleBinding{}, constants.EventCreatedRoleBinding, constants.EventFailedToCreateRoleBinding)
 }
 
 // reconcileHeadService creates the head Service once (KubeRay never updates it).
 func (r *Reconciler) reconcileHeadService(ctx context.Context, s *state) error {
-	return r.createOnce(ctx, s, builder.HeadService(s.rc), &corev1.Service{}, constants.EventCreatedService)
+	return r.createOnce(ctx, s, builder.HeadService(s.rc), &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
 }
 
-// createOnce creates obj if missing and records a Normal event with reason on creation, a Warning on failure.
-func (r *Reconciler) createOnce(ctx context.Context, s *state, obj, existing client.Object, reason string) error {
+// createOnce creates obj if missing and records a Normal event (created) on creation, a Warning (failed) on failure.
+func (r *Reconciler) createOnce(ctx context.Context, s *state, obj, existing client.Object, created, failed string) error {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	created, err := r.createIfMissing(ctx, obj, existing)
+	made, err := r.createIfMissing(ctx, obj, existing)
 	if err != nil {
-		s.warn("FailedToCreate"+kind, "Failed to create %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
+		s.warn(failed, "Failed to create %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
 		return fmt.Errorf("create %s %s: %w", kind, obj.GetName(), err)
 	}
-	if created {
-		s.normal(reason, "Created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	if made {
+		s.normal(created, "Created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
 	return nil
 }
