@@ -33,8 +33,8 @@ func WorkerSelector(rc *rayv1.RayCluster, group string) map[string]string {
 }
 
 // HeadStatefulSet is the one-replica Advanced StatefulSet that runs (and replaces) the head pod. Its update
-// strategy is paused so template changes never restart the running head (KubeRay's default); replicas is 0
-// while the cluster is suspended.
+// strategy is paused so template changes never restart the running head (KubeRay's default), unless
+// upgradeStrategy is Recreate; replicas is 0 while the cluster is suspended.
 func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.StatefulSet {
 	replicas := int32(1)
 	if ClusterSuspended(rc) {
@@ -56,7 +56,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 					Partition:       ptr.To[int32](0),
 					MaxUnavailable:  ptr.To(intstr.FromInt32(1)),
 					PodUpdatePolicy: kruisev1beta1.RecreatePodUpdateStrategyType,
-					Paused:          true,
+					Paused:          !RecreateOnChange(rc),
 					MinReadySeconds: ptr.To[int32](0),
 				},
 			},
@@ -68,7 +68,8 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 
 // WorkerCloneSet is a worker group's CloneSet. replicas is the group's desired pod count; podsToDelete is
 // left empty (the reconciler fills it from a fresh read). The update strategy is paused so template changes
-// never restart running workers, and maxUnavailable is 100% so named removals are never held back.
+// never restart running workers (unless upgradeStrategy is Recreate, which recreates them all at once), and
+// maxUnavailable is 100% so named removals are never held back.
 func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options) *kruisev1alpha1.CloneSet {
 	replicas := GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
@@ -85,7 +86,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 				Partition:      ptr.To(intstr.FromInt32(0)),
 				MaxUnavailable: ptr.To(intstr.FromString("100%")),
 				MaxSurge:       ptr.To(intstr.FromInt32(0)),
-				Paused:         true,
+				Paused:         !RecreateOnChange(rc),
 			},
 		},
 	}
@@ -108,6 +109,14 @@ func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strat
 		meta.Annotations = map[string]string{}
 	}
 	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
+}
+
+// RecreateOnChange reports whether upgradeStrategy is Recreate: a change to the pods' spec (templates, ray
+// start parameters) recreates every pod from the new spec, through the workloads' ReCreate update strategy
+// instead of KubeRay's delete-all.
+func RecreateOnChange(rc *rayv1.RayCluster) bool {
+	u := rc.Spec.UpgradeStrategy
+	return u != nil && u.Type != nil && *u.Type == rayv1.RayClusterRecreate
 }
 
 // ClusterSuspended reports whether spec.suspend is true.

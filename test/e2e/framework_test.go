@@ -351,6 +351,21 @@ func (l *podLedger) counts(t *testing.T, rc *rayv1.RayCluster) (created, deleted
 	return len(l.created[key]), len(l.deleted[key])
 }
 
+// createdNames returns the names of rc's pods that were created (one entry per pod UID).
+func (l *podLedger) createdNames(t *testing.T, rc *rayv1.RayCluster) []string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gap != nil {
+		t.Fatalf("the pod ledger cannot be trusted: %v", l.gap)
+	}
+	var out []string
+	for _, n := range l.created[clusterKey(rc.Namespace, rc.Name)] {
+		out = append(out, n)
+	}
+	return out
+}
+
 // deletedNames returns the names of rc's pods that were deleted.
 func (l *podLedger) deletedNames(t *testing.T, rc *rayv1.RayCluster) []string {
 	t.Helper()

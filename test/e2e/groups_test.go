@@ -95,3 +95,9 @@ func TestRestartPolicyNeverReplacesExitedWorkers(t *testing.T) {
 	}, 2*time.Second, poll).Should(Succeed())
 	g.Expect(eventMessages(g, rc, constants.EventRestartPolicySubstituted)).To(ContainElement(ContainSubstring("worker group workergroup asks for restartPolicy Never")))
 }
+
+func workerTemplateImage(g Gomega, rc *rayv1.RayCluster) string {
+	cs := &kruisev1alpha1.CloneSet{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.WorkerCloneSet(rc.Name, rc.Spec.WorkerGroupSpecs[0].GroupName)}, cs)).To(Succeed())
+	return cs.Spec.Template.Spec.Containers[0].Image
+}
