@@ -31,19 +31,7 @@ func TestAPIServerRestartDuringScaleUp(t *testing.T) {
 	if !localCluster() {
 		t.Skip("needs hack/cluster.sh's kube-apiserver")
 	}
-	g := NewWithT(t)
-	ns := namespace(t)
-	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
-	waitReady(t, rc, 2)
-	update(t, rc, func(c *rayv1.RayCluster) {
-		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
-		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](30)
-	})
-	hack(t, "cluster.sh", "restart-apiserver")
-	waitReady(t, rc, 30)
-	created, deleted := ledger.counts(t, rc)
-	g.Expect(created).To(Equal(31))
-	g.Expect(deleted).To(BeZero())
+	scaleUpThrough(t, 30, func() { hack(t, "cluster.sh", "restart-apiserver") })
 }
 
 // A user's edits and the autoscaler's patches race on the same RayCluster: the user updates with

@@ -354,20 +354,16 @@ func (l *podLedger) counts(t *testing.T, rc *rayv1.RayCluster) (created, deleted
 // createdNames returns the names of rc's pods that were created (one entry per pod UID).
 func (l *podLedger) createdNames(t *testing.T, rc *rayv1.RayCluster) []string {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gap != nil {
-		t.Fatalf("the pod ledger cannot be trusted: %v", l.gap)
-	}
-	var out []string
-	for _, n := range l.created[clusterKey(rc.Namespace, rc.Name)] {
-		out = append(out, n)
-	}
-	return out
+	return l.names(t, l.created, rc)
 }
 
 // deletedNames returns the names of rc's pods that were deleted.
 func (l *podLedger) deletedNames(t *testing.T, rc *rayv1.RayCluster) []string {
+	t.Helper()
+	return l.names(t, l.deleted, rc)
+}
+
+func (l *podLedger) names(t *testing.T, m map[string]map[types.UID]string, rc *rayv1.RayCluster) []string {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -375,7 +371,7 @@ func (l *podLedger) deletedNames(t *testing.T, rc *rayv1.RayCluster) []string {
 		t.Fatalf("the pod ledger cannot be trusted: %v", l.gap)
 	}
 	var out []string
-	for _, n := range l.deleted[clusterKey(rc.Namespace, rc.Name)] {
+	for _, n := range m[clusterKey(rc.Namespace, rc.Name)] {
 		out = append(out, n)
 	}
 	return out

@@ -82,27 +82,36 @@ func TestRapidFlappingConverges(t *testing.T) {
 	g.Expect(created).To(BeNumerically("<=", 1+50+50))
 }
 
+// scaleUpThrough scales a ready 2-worker cluster to workers, runs disrupt (a process kill or restart)
+// right after the write, and requires the group to converge with every pod created exactly once.
+func scaleUpThrough(t *testing.T, workers int32, disrupt func()) {
+	t.Helper()
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	waitReady(t, rc, 2)
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
+		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(workers)
+	})
+	disrupt()
+	waitReady(t, rc, int(workers))
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(int(workers) + 1))
+	g.Expect(deleted).To(BeZero())
+}
+
 // The operator is killed with SIGKILL in the middle of a scale-up and restarted: the group converges
 // with every pod created once.
 func TestOperatorKilledDuringScaleUp(t *testing.T) {
 	if !localCluster() {
 		t.Skip("needs the operator run by hack/operator.sh; on kind the operator is a Deployment")
 	}
-	g := NewWithT(t)
-	ns := namespace(t)
-	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
-	waitReady(t, rc, 2)
 	t.Cleanup(func() { hack(t, "operator.sh", "start") })
-	update(t, rc, func(c *rayv1.RayCluster) {
-		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
-		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](40)
+	scaleUpThrough(t, 40, func() {
+		hack(t, "operator.sh", "kill")
+		hack(t, "operator.sh", "start")
 	})
-	hack(t, "operator.sh", "kill")
-	hack(t, "operator.sh", "start")
-	waitReady(t, rc, 40)
-	created, deleted := ledger.counts(t, rc)
-	g.Expect(created).To(Equal(41))
-	g.Expect(deleted).To(BeZero())
 }
 
 // kruise-manager is restarted in the middle of a scale-up: the group converges with every pod created once.
@@ -110,20 +119,8 @@ func TestKruiseRestartedDuringScaleUp(t *testing.T) {
 	if !localCluster() {
 		t.Skip("needs hack/cluster.sh's kruise-manager; on kind Kruise runs as a Deployment")
 	}
-	g := NewWithT(t)
-	ns := namespace(t)
-	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
-	waitReady(t, rc, 2)
 	t.Cleanup(func() { hack(t, "cluster.sh", "start-kruise") })
-	update(t, rc, func(c *rayv1.RayCluster) {
-		c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](60)
-		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](40)
-	})
-	hack(t, "cluster.sh", "restart-kruise")
-	waitReady(t, rc, 40)
-	created, deleted := ledger.counts(t, rc)
-	g.Expect(created).To(Equal(41))
-	g.Expect(deleted).To(BeZero())
+	scaleUpThrough(t, 40, func() { hack(t, "cluster.sh", "restart-kruise") })
 }
 
 // While kruise-manager is down no CloneSet can be written: kray reports the outage in a condition and an
