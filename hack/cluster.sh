@@ -48,12 +48,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-while IFS='=' read -r key value; do
-  [[ -z "${key}" || "${key}" == \#* ]] && continue
-  if [[ -z "${!key:-}" ]]; then
-    printf -v "${key}" '%s' "${value}"
-  fi
-done <"${ROOT}/hack/versions.env"
+# shellcheck source=hack/versions.sh
+source "${ROOT}/hack/versions.sh"
 
 ETCD_PORT="${KRAY_ETCD_PORT:-23791}"
 ETCD_PEER_PORT="${KRAY_ETCD_PEER_PORT:-23801}"

@@ -26,12 +26,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-while IFS='=' read -r key value; do
-  [[ -z "${key}" || "${key}" == \#* ]] && continue
-  if [[ -z "${!key:-}" ]]; then
-    printf -v "${key}" '%s' "${value}"
-  fi
-done <"${ROOT}/hack/versions.env"
+# shellcheck source=hack/versions.sh
+source "${ROOT}/hack/versions.sh"
 
 CLUSTER="${KRAY_KIND_CLUSTER:-kray-e2e}"
 IMAGE="${KRAY_E2E_IMAGE:-kray-operator:e2e}"

@@ -30,13 +30,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Values already in the environment win over the pinned ones, so a one-off bump needs no edit.
-while IFS='=' read -r key value; do
-  [[ -z "${key}" || "${key}" == \#* ]] && continue
-  if [[ -z "${!key:-}" ]]; then
-    printf -v "${key}" '%s' "${value}"
-  fi
-done <"${ROOT}/hack/versions.env"
+# shellcheck source=hack/versions.sh
+source "${ROOT}/hack/versions.sh"
 
 BIN_DIR="${KRAY_BIN_DIR:-${ROOT}/bin}"
 TOOLS_DIR="${BIN_DIR}/tools"

@@ -43,16 +43,22 @@ func TestTenClustersAtOnceCreateEachPodOnce(t *testing.T) {
 	}
 }
 
-// One group scaled 0→50→0→50: each step creates or deletes exactly the pods it asks for.
-func TestScaleZeroFiftyZeroFifty(t *testing.T) {
-	g := NewWithT(t)
-	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+// emptyScalableCluster creates a ready cluster whose one group has 0 workers and room for 100.
+func emptyScalableCluster(t *testing.T) *rayv1.RayCluster {
+	t.Helper()
+	sample := loadSample(t, "ray-cluster.sample.yaml", namespace(t))
 	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
 	sample.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
 	sample.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](100)
 	rc := create(t, sample)
 	waitReady(t, rc, 0)
+	return rc
+}
+
+// One group scaled 0→50→0→50: each step creates or deletes exactly the pods it asks for.
+func TestScaleZeroFiftyZeroFifty(t *testing.T) {
+	g := NewWithT(t)
+	rc := emptyScalableCluster(t)
 	for _, n := range []int32{50, 0, 50} {
 		update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
 		waitReady(t, rc, int(n))
@@ -66,13 +72,7 @@ func TestScaleZeroFiftyZeroFifty(t *testing.T) {
 // were ever created than the two scale-ups asked for.
 func TestRapidFlappingConverges(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
-	sample.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
-	sample.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](100)
-	rc := create(t, sample)
-	waitReady(t, rc, 0)
+	rc := emptyScalableCluster(t)
 	for _, n := range []int32{50, 0, 50} {
 		update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(n) })
 	}
