@@ -3,6 +3,7 @@ package v1
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -62,6 +63,9 @@ type RayClusterSpec struct {
 	// RayVersion is the Ray version of the images; it selects version-dependent behaviour such as probes.
 	// +optional
 	RayVersion string `json:"rayVersion,omitempty"`
+	// WorkerDrain, when set, drains a worker's Ray node before its pod is deleted (a kray extension).
+	// +optional
+	WorkerDrain *WorkerDrainOptions `json:"workerDrain,omitempty"`
 	// WorkerGroupSpecs describes the worker groups; group names are unique.
 	// At most 200 groups keep the uniqueness rule (quadratic) within the apiserver's CEL cost limits.
 	// +kubebuilder:validation:MaxItems=200
@@ -146,6 +150,33 @@ type WorkerGroupSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	NumOfHosts int32 `json:"numOfHosts,omitempty"`
+	// RollingUpdate paces the group's rolling update when upgradeStrategy is RollingUpdate (a kray extension).
+	// +optional
+	RollingUpdate *WorkerGroupRollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// WorkerGroupRollingUpdate paces one worker group's rolling update.
+type WorkerGroupRollingUpdate struct {
+	// MaxUnavailable is how many of the group's pods (a number or a percentage) may be unavailable while it
+	// is updated; default 25%. It also bounds how many ready pods a named scale-down deletes at once beyond
+	// the replicas decrease.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// Partition is how many of the group's pods (a number or a percentage) stay at the old spec; default 0.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	Partition *intstr.IntOrString `json:"partition,omitempty"`
+}
+
+// WorkerDrainOptions configures draining Ray worker nodes before their pods are deleted.
+type WorkerDrainOptions struct {
+	// TimeoutSeconds bounds how long a worker pod waits for its Ray node to drain before it is deleted
+	// anyway; default 600.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 }
 
 // ScaleStrategy names the pods that a scale-down removes.
@@ -226,6 +257,26 @@ type RayClusterStatus struct {
 	// ObservedGeneration is the metadata.generation that this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// UpdateProgress reports, per group (the head as "headgroup"), how many pods run the current spec
+	// (a kray extension).
+	// +listType=map
+	// +listMapKey=groupName
+	// +optional
+	UpdateProgress []GroupUpdateProgress `json:"updateProgress,omitempty"`
+}
+
+// GroupUpdateProgress is how far one group's pods are from the current spec.
+type GroupUpdateProgress struct {
+	// GroupName is the worker group's name, or "headgroup" for the head.
+	GroupName string `json:"groupName"`
+	// Replicas is the number of the group's pods.
+	Replicas int32 `json:"replicas"`
+	// UpdatedReplicas is the number of the group's pods that run the current spec.
+	UpdatedReplicas int32 `json:"updatedReplicas"`
+	// UpdatedReadyReplicas is the number of the group's pods that run the current spec and are ready.
+	UpdatedReadyReplicas int32 `json:"updatedReadyReplicas"`
+	// TargetReplicas is the number of pods the group updates before it is done (replicas minus partition).
+	TargetReplicas int32 `json:"targetReplicas"`
 }
 
 // RayClusterConditionType is the type of a RayCluster condition.

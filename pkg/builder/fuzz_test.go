@@ -64,7 +64,7 @@ func checkBuilt(t *testing.T, rc *rayv1.RayCluster) {
 	sts := builder.HeadStatefulSet(rc, opts)
 	checkWorkload(t, sts.Name, sts.Spec.Selector, sts.Spec.Template)
 	for i := range rc.Spec.WorkerGroupSpecs {
-		cs := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts)
+		cs := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts, i%2 == 1)
 		checkWorkload(t, cs.Name, cs.Spec.Selector, cs.Spec.Template)
 		if *cs.Spec.Replicas < 0 {
 			t.Fatalf("CloneSet %s has negative replicas %d", cs.Name, *cs.Spec.Replicas)

@@ -78,7 +78,7 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	opts := builder.Options{Version: "v0.0.0-golden"}
 	objs := []any{builder.HeadService(rc), builder.HeadStatefulSet(rc, opts)}
 	for i := range rc.Spec.WorkerGroupSpecs {
-		objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts))
+		objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts, false))
 	}
 	if builder.AutoscalingEnabled(rc) {
 		objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))

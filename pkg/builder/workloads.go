@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 
+	appspub "github.com/openkruise/kruise-api/apps/pub"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +33,21 @@ func WorkerSelector(rc *rayv1.RayCluster, group string) map[string]string {
 	return map[string]string{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group}
 }
 
-// HeadStatefulSet is the one-replica Advanced StatefulSet that runs (and replaces) the head pod. Its update
-// strategy is paused so template changes never restart the running head (KubeRay's default), unless
-// upgradeStrategy is Recreate; replicas is 0 while the cluster is suspended.
+// HeadStatefulSet is the one-replica Advanced StatefulSet that runs (and replaces) the head pod; replicas is 0
+// while the cluster is suspended. The template always carries the InPlaceUpdateReady readiness gate, which
+// in-place updates need and which Kruise keeps True otherwise. The update strategy follows upgradeStrategy:
+// None pauses it, so template changes never restart the running head (KubeRay's default); Recreate recreates
+// the head; RollingUpdate updates it in place when only images or metadata changed, else recreates it.
 func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.StatefulSet {
 	replicas := int32(1)
 	if ClusterSuspended(rc) {
 		replicas = 0
+	}
+	template := HeadPodTemplate(rc, opts)
+	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
+	policy := kruisev1beta1.RecreatePodUpdateStrategyType
+	if Rolling(rc) {
+		policy = kruisev1beta1.InPlaceIfPossiblePodUpdateStrategyType
 	}
 	sts := &kruisev1beta1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kruisev1beta1.GroupVersion.String(), Kind: "StatefulSet"},
@@ -46,7 +55,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 		Spec: kruisev1beta1.StatefulSetSpec{
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: HeadSelector(rc)},
-			Template:             HeadPodTemplate(rc, opts),
+			Template:             template,
 			ServiceName:          HeadServiceName(rc),
 			PodManagementPolicy:  "OrderedReady",
 			RevisionHistoryLimit: ptr.To[int32](revisionHistoryLimit),
@@ -55,52 +64,79 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 				RollingUpdate: &kruisev1beta1.RollingUpdateStatefulSetStrategy{
 					Partition:       ptr.To[int32](0),
 					MaxUnavailable:  ptr.To(intstr.FromInt32(1)),
-					PodUpdatePolicy: kruisev1beta1.RecreatePodUpdateStrategyType,
-					Paused:          !RecreateOnChange(rc),
+					PodUpdatePolicy: policy,
+					Paused:          !updatesPods(rc),
 					MinReadySeconds: ptr.To[int32](0),
 				},
 			},
 		},
 	}
-	setSpecHash(&sts.ObjectMeta, sts.Spec.Template, sts.Spec.UpdateStrategy)
+	setSpecHash(&sts.ObjectMeta, sts.Spec.Template, sts.Spec.UpdateStrategy, sts.Spec.Lifecycle)
 	return sts
 }
 
 // WorkerCloneSet is a worker group's CloneSet. replicas is the group's desired pod count; podsToDelete is
-// left empty (the reconciler fills it from a fresh read). The update strategy is paused so template changes
-// never restart running workers (unless upgradeStrategy is Recreate, which recreates them all at once), and
-// maxUnavailable is 100% so named removals are never held back.
-func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options) *kruisev1alpha1.CloneSet {
+// left empty (the reconciler fills it from a fresh read). The update strategy follows upgradeStrategy: None
+// pauses it, so template changes never restart running workers; Recreate recreates them all at once;
+// RollingUpdate updates them in place when only images or metadata changed, else recreates them, at most
+// rollingUpdate.maxUnavailable at a time and leaving rollingUpdate.partition pods at the old spec. held pauses a
+// RollingUpdate while an earlier group is still updating. Outside RollingUpdate maxUnavailable is 100%, so
+// named removals are never held back. With workerDrain set, pods carry the drain hook label and Kruise holds
+// a pod chosen for deletion in PreparingDelete until kray removes it.
+func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options, held bool) *kruisev1alpha1.CloneSet {
 	replicas := GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
+	template := WorkerPodTemplate(rc, group, opts)
+	strategy := kruisev1alpha1.CloneSetUpdateStrategy{
+		Type:           kruisev1alpha1.RecreateCloneSetUpdateStrategyType,
+		Partition:      ptr.To(intstr.FromInt32(0)),
+		MaxUnavailable: ptr.To(intstr.FromString("100%")),
+		MaxSurge:       ptr.To(intstr.FromInt32(0)),
+		Paused:         !updatesPods(rc),
+	}
+	if Rolling(rc) {
+		strategy.Type = kruisev1alpha1.InPlaceIfPossibleCloneSetUpdateStrategyType
+		strategy.MaxUnavailable = ptr.To(intstr.FromString(constants.DefaultMaxUnavailable))
+		strategy.Paused = held
+		strategy.InPlaceUpdateStrategy = &appspub.InPlaceUpdateStrategy{}
+		if ru := group.RollingUpdate; ru != nil {
+			if ru.MaxUnavailable != nil {
+				strategy.MaxUnavailable = ptr.To(*ru.MaxUnavailable)
+			}
+			if ru.Partition != nil {
+				strategy.Partition = ptr.To(*ru.Partition)
+			}
+		}
+	}
+	var lifecycle *appspub.Lifecycle
+	if rc.Spec.WorkerDrain != nil {
+		template.Labels[constants.LabelDrainHook] = constants.DrainHookValue
+		lifecycle = &appspub.Lifecycle{PreDelete: &appspub.LifecycleHook{LabelsHandler: map[string]string{constants.LabelDrainHook: constants.DrainHookValue}}}
+	}
 	cs := &kruisev1alpha1.CloneSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kruisev1alpha1.GroupVersion.String(), Kind: "CloneSet"},
 		ObjectMeta: objectMeta(rc, names.WorkerCloneSet(rc.Name, group.GroupName), selector),
 		Spec: kruisev1alpha1.CloneSetSpec{
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: selector},
-			Template:             WorkerPodTemplate(rc, group, opts),
+			Template:             template,
 			RevisionHistoryLimit: ptr.To[int32](revisionHistoryLimit),
-			UpdateStrategy: kruisev1alpha1.CloneSetUpdateStrategy{
-				Type:           kruisev1alpha1.RecreateCloneSetUpdateStrategyType,
-				Partition:      ptr.To(intstr.FromInt32(0)),
-				MaxUnavailable: ptr.To(intstr.FromString("100%")),
-				MaxSurge:       ptr.To(intstr.FromInt32(0)),
-				Paused:         !RecreateOnChange(rc),
-			},
+			UpdateStrategy:       strategy,
+			Lifecycle:            lifecycle,
 		},
 	}
-	setSpecHash(&cs.ObjectMeta, cs.Spec.Template, cs.Spec.UpdateStrategy)
+	setSpecHash(&cs.ObjectMeta, cs.Spec.Template, cs.Spec.UpdateStrategy, cs.Spec.Lifecycle)
 	return cs
 }
 
 // setSpecHash records a hash of the parts of a workload spec that kray owns apart from replicas and
 // podsToDelete, so the reconciler rewrites them only when they change.
-func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strategy any) {
+func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strategy any, lifecycle *appspub.Lifecycle) {
 	data, err := json.Marshal(struct {
-		Template corev1.PodTemplateSpec
-		Strategy any
-	}{template, strategy})
+		Template  corev1.PodTemplateSpec
+		Strategy  any
+		Lifecycle *appspub.Lifecycle `json:",omitempty"`
+	}{template, strategy, lifecycle})
 	if err != nil {
 		panic(err) // API types always marshal
 	}
@@ -111,12 +147,30 @@ func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strat
 	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
 }
 
+// upgradeType is spec.upgradeStrategy.type, None when unset.
+func upgradeType(rc *rayv1.RayCluster) rayv1.RayClusterUpgradeType {
+	if u := rc.Spec.UpgradeStrategy; u != nil && u.Type != nil {
+		return *u.Type
+	}
+	return rayv1.RayClusterUpgradeNone
+}
+
 // RecreateOnChange reports whether upgradeStrategy is Recreate: a change to the pods' spec (templates, ray
 // start parameters) recreates every pod from the new spec, through the workloads' ReCreate update strategy
 // instead of KubeRay's delete-all.
 func RecreateOnChange(rc *rayv1.RayCluster) bool {
-	u := rc.Spec.UpgradeStrategy
-	return u != nil && u.Type != nil && *u.Type == rayv1.RayClusterRecreate
+	return upgradeType(rc) == rayv1.RayClusterRecreate
+}
+
+// Rolling reports whether upgradeStrategy is RollingUpdate (kray's extension): the head first, then each
+// worker group in spec order, updated in place where possible.
+func Rolling(rc *rayv1.RayCluster) bool {
+	return upgradeType(rc) == rayv1.RayClusterRollingUpdate
+}
+
+// updatesPods reports whether spec changes reach running pods at all (every strategy but None).
+func updatesPods(rc *rayv1.RayCluster) bool {
+	return upgradeType(rc) != rayv1.RayClusterUpgradeNone
 }
 
 // ClusterSuspended reports whether spec.suspend is true.

@@ -46,6 +46,27 @@ const (
 	AnnotationSpecHash = "kray.io/spec-hash"
 	// AnnotationRestartPolicy records the restartPolicy the user asked for when kray had to render Always for Kruise.
 	AnnotationRestartPolicy = "kray.io/requested-restart-policy"
+	// AnnotationDrainStarted on a worker pod is when kray first asked Ray to drain its node (RFC 3339); the
+	// drain timeout counts from it, across operator restarts.
+	AnnotationDrainStarted = "kray.io/drain-started"
+)
+
+// Drain hook: a worker pod carrying LabelDrainHook=DrainHookValue is held in Kruise's PreparingDelete state
+// until kray removes the label, after its Ray node drained or the drain timed out.
+const (
+	LabelDrainHook = "kray.io/drain-hook"
+	DrainHookValue = "true"
+	// DefaultDrainTimeoutSeconds is workerDrain.timeoutSeconds when unset.
+	DefaultDrainTimeoutSeconds = 600
+	// DefaultMaxUnavailable is a worker group's rollingUpdate.maxUnavailable when unset.
+	DefaultMaxUnavailable = "25%"
+)
+
+// Kruise's pod lifecycle contract (kruise-api apps/pub), read by kray.
+const (
+	LabelKruiseLifecycleState  = "lifecycle.apps.kruise.io/state"
+	KruiseStatePreparingDelete = "PreparingDelete"
+	ReadinessGateInPlaceUpdate = "InPlaceUpdateReady"
 )
 
 // Ray start parameters and ports kray defaults.
@@ -72,6 +93,8 @@ const (
 	ConditionSpecValid = "RayClusterSpecValid"
 	// ConditionWorkloadsSynced is False while kray cannot write its Kruise workloads (for example, Kruise's webhooks are down).
 	ConditionWorkloadsSynced = "WorkloadsSynced"
+	// ConditionPodsUpToDate is True when every pod that the upgrade strategy updates runs the current spec.
+	ConditionPodsUpToDate = "PodsUpToDate"
 )
 
 // Condition reasons.
@@ -89,6 +112,10 @@ const (
 	ReasonRejectedByAdmission            = "RejectedByAdmission"
 	ReasonSynced                         = "Synced"
 	ReasonWorkloadWriteFailed            = "WorkloadWriteFailed"
+	ReasonUpToDate                       = "UpToDate"
+	ReasonRollingUpdate                  = "RollingUpdateInProgress"
+	ReasonRecreating                     = "RecreateInProgress"
+	ReasonUpgradeStrategyNone            = "UpgradeStrategyNone"
 )
 
 // Event reasons. KubeRay's reasons are kept where the action is the same.
@@ -120,6 +147,11 @@ const (
 	EventFailedCreateHeadPod          = "FailedToCreateHeadPod"
 	EventSuspending                   = "Suspending"
 	EventSuspended                    = "Suspended"
+	EventDrainingWorker               = "DrainingWorker"
+	EventDrainFailed                  = "DrainFailed"
+	EventDrainedWorker                = "DrainedWorker"
+	EventDrainTimedOut                = "DrainTimedOut"
+	EventFailedToReleaseDrainHook     = "FailedToReleaseDrainHook"
 )
 
 // ControllerName is the field manager and event reporter of kray's reconciler.

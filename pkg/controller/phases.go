@@ -14,6 +14,7 @@ import (
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/status"
 )
 
 // reconcileAutoscalerRBAC creates the autoscaler's ServiceAccount, Role and RoleBinding once. A
@@ -80,6 +81,8 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 	if !ownedBy(live, s.rc) {
 		return notOwnedError("StatefulSet", live.Name)
 	}
+	s.rolloutHeld = builder.Rolling(s.effective) &&
+		(!status.HeadSetUpdated(live) || live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash])
 	if !headSetDiffers(live, desired) {
 		return nil
 	}

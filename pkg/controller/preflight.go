@@ -30,7 +30,7 @@ func (r *Reconciler) preflightNewCluster(ctx context.Context, s *state) error {
 	}
 	objs := []client.Object{head}
 	for i := range s.effective.Spec.WorkerGroupSpecs {
-		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], r.Options))
+		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], r.Options, false))
 	}
 	for _, obj := range objs {
 		err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)

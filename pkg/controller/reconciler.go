@@ -46,7 +46,10 @@ type state struct {
 	rc *rayv1.RayCluster
 	// effective is rc with spec.suspend forced on while a suspension is completing; builders read it.
 	effective *rayv1.RayCluster
-	events    []queuedEvent
+	// rolloutHeld is set while a RollingUpdate is still updating an earlier group (the head, or a worker group
+	// before the current one): later groups keep their update paused, so groups update one at a time.
+	rolloutHeld bool
+	events      []queuedEvent
 }
 
 type queuedEvent struct {

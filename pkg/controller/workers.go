@@ -15,6 +15,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/scale"
+	"github.com/kray-project/kray/pkg/status"
 )
 
 // reconcileWorkerGroups creates, updates and scales one CloneSet per worker group, then deletes the
@@ -23,34 +24,41 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 	wanted := map[string]bool{}
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
-		desired := builder.WorkerCloneSet(s.effective, group, r.Options)
+		desired := builder.WorkerCloneSet(s.effective, group, r.Options, s.rolloutHeld)
 		wanted[desired.Name] = true
-		if err := r.reconcileWorkerGroup(ctx, s, group, desired); err != nil {
+		live, err := r.reconcileWorkerGroup(ctx, s, group, desired)
+		if err != nil {
 			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
+		}
+		if builder.Rolling(s.effective) && live != nil && (!status.CloneSetUpdated(live) || live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]) {
+			s.rolloutHeld = true
 		}
 	}
 	return r.deleteRemovedGroups(ctx, s, wanted)
 }
 
-func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, desired *kruisev1alpha1.CloneSet) error {
+// reconcileWorkerGroup creates or updates one group's CloneSet and returns it as read before kray's write
+// (nil when it was just created).
+func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, desired *kruisev1alpha1.CloneSet) (*kruisev1alpha1.CloneSet, error) {
 	live := &kruisev1alpha1.CloneSet{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, desired); err != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
-			return fmt.Errorf("create CloneSet %s: %w", desired.Name, ignoreAlreadyExists(err))
+			return nil, fmt.Errorf("create CloneSet %s: %w", desired.Name, ignoreAlreadyExists(err))
 		}
 		s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ownedBy(live, s.rc) {
-		return notOwnedError("CloneSet", live.Name)
+		return nil, notOwnedError("CloneSet", live.Name)
 	}
+	observed := live.DeepCopy()
 	if !cloneSetMayDiffer(live, desired, group) {
-		return nil
+		return observed, nil
 	}
 	var plan scale.Plan
 	var before int32
@@ -68,6 +76,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 		if templateChanged {
 			live.Spec.Template = desired.Spec.Template
 			live.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
+			live.Spec.Lifecycle = desired.Spec.Lifecycle
 			setAnnotation(live, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
 		}
 		live.Spec.Replicas = ptr.To(plan.Replicas)
@@ -79,10 +88,10 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	}
 	if err != nil {
 		s.warn(constants.EventFailedToWriteWorkload, "Failed to update CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
-		return fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
+		return observed, fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
 	}
 	if !changed {
-		return nil
+		return observed, nil
 	}
 	if len(plan.Named) > 0 {
 		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
@@ -90,7 +99,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	if plan.Replicas != before {
 		s.normal(constants.EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
 	}
-	return nil
+	return observed, nil
 }
 
 // cloneSetMayDiffer is the cheap, cache-based check that avoids a fresh read when nothing can change.

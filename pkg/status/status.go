@@ -60,6 +60,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	setHeadPodReady(&st, head, obs.Now)
 	setReplicaFailure(&st, rc, obs, head)
 	setWorkloadsSynced(&st, rc, obs)
+	setUpdateProgress(&st, rc, obs)
 	suspendedNow := setSuspension(&st, rc, obs.Pods, obs.Now)
 	setProvisioned(&st, obs.Pods, obs.Now)
 

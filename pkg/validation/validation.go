@@ -4,10 +4,12 @@ package validation
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -72,6 +74,9 @@ func Spec(rc *rayv1.RayCluster) error {
 		if g.Suspend != nil && *g.Suspend && autoscaling {
 			return fmt.Errorf("worker group %s cannot be suspended with Autoscaler enabled", g.GroupName)
 		}
+		if err := rollingUpdate(g); err != nil {
+			return err
+		}
 	}
 	return autoscalerRules(rc, autoscaling, v2)
 }
@@ -91,6 +96,41 @@ func groupParams(group string, params, resources map[string]string) error {
 	}
 	if _, ok := params["labels"]; ok {
 		return fmt.Errorf("rayStartParams['labels'] is not supported for %s group; please use the top-level Labels field instead", group)
+	}
+	return nil
+}
+
+// rollingUpdate checks a group's rollingUpdate: maxUnavailable is at least 1 pod or 1%, partition at least 0,
+// and percentages are at most 100%.
+func rollingUpdate(g *rayv1.WorkerGroupSpec) error {
+	if g.RollingUpdate == nil {
+		return nil
+	}
+	if v := g.RollingUpdate.MaxUnavailable; v != nil {
+		if err := intOrPercent(v, 1); err != nil {
+			return fmt.Errorf("worker group %s: rollingUpdate.maxUnavailable %s", g.GroupName, err)
+		}
+	}
+	if v := g.RollingUpdate.Partition; v != nil {
+		if err := intOrPercent(v, 0); err != nil {
+			return fmt.Errorf("worker group %s: rollingUpdate.partition %s", g.GroupName, err)
+		}
+	}
+	return nil
+}
+
+// intOrPercent checks that v is an integer >= lowest or a percentage between lowest% and 100%.
+func intOrPercent(v *intstr.IntOrString, lowest int) error {
+	if v.Type == intstr.Int {
+		if int(v.IntVal) < lowest {
+			return fmt.Errorf("must be at least %d, got %d", lowest, v.IntVal)
+		}
+		return nil
+	}
+	n, ok := strings.CutSuffix(v.StrVal, "%")
+	p, err := strconv.Atoi(n)
+	if !ok || err != nil || p < lowest || p > 100 {
+		return fmt.Errorf("must be an integer or a percentage between %d%% and 100%%, got %q", lowest, v.StrVal)
 	}
 	return nil
 }

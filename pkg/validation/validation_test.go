@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -26,6 +27,12 @@ func cluster(mutate ...func(*rayv1.RayCluster)) *rayv1.RayCluster {
 		m(rc)
 	}
 	return rc
+}
+
+func rolling(maxUnavailable, partition *intstr.IntOrString) *rayv1.RayCluster {
+	return cluster(func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerGroupSpecs[0].RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: maxUnavailable, Partition: partition}
+	})
 }
 
 func TestSpec(t *testing.T) {
@@ -65,6 +72,12 @@ func TestSpec(t *testing.T) {
 			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 			rc.Spec.WorkerGroupSpecs[0].Suspend = ptr.To(true)
 		}), "cannot be suspended with Autoscaler enabled"},
+		{"rolling update valid", rolling(ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(0))), ""},
+		{"maxUnavailable 0", rolling(ptr.To(intstr.FromInt32(0)), nil), "rollingUpdate.maxUnavailable must be at least 1, got 0"},
+		{"maxUnavailable 0%", rolling(ptr.To(intstr.FromString("0%")), nil), `maxUnavailable must be an integer or a percentage between 1% and 100%, got "0%"`},
+		{"maxUnavailable not a percentage", rolling(ptr.To(intstr.FromString("two")), nil), `got "two"`},
+		{"partition negative", rolling(nil, ptr.To(intstr.FromInt32(-1))), "rollingUpdate.partition must be at least 0, got -1"},
+		{"partition over 100%", rolling(nil, ptr.To(intstr.FromString("101%"))), `partition must be an integer or a percentage between 0% and 100%, got "101%"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

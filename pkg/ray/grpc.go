@@ -1,0 +1,100 @@
+package ray
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+)
+
+// Full method names of Ray's AutoscalerStateService (package ray.rpc.autoscaler).
+const (
+	MethodGetClusterResourceState = "/ray.rpc.autoscaler.AutoscalerStateService/GetClusterResourceState"
+	MethodDrainNode               = "/ray.rpc.autoscaler.AutoscalerStateService/DrainNode"
+)
+
+// callTimeout bounds one GCS call, so a silent GCS never stalls a reconcile.
+const callTimeout = 5 * time.Second
+
+// RawCodec is a gRPC codec for messages that are already encoded: it sends a []byte as is and receives into
+// a *[]byte. It carries the name "proto" so the wire content type is the one Ray's GCS expects.
+type RawCodec struct{}
+
+var _ encoding.Codec = RawCodec{}
+
+// Marshal returns v, which must be a []byte.
+func (RawCodec) Marshal(v any) ([]byte, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("RawCodec: cannot marshal %T", v)
+	}
+	return b, nil
+}
+
+// Unmarshal stores a copy of data in v, which must be a *[]byte.
+func (RawCodec) Unmarshal(data []byte, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("RawCodec: cannot unmarshal into %T", v)
+	}
+	*p = append((*p)[:0], data...)
+	return nil
+}
+
+// Name is "proto".
+func (RawCodec) Name() string { return "proto" }
+
+// GRPCDialer dials Ray GCS servers over plaintext gRPC and keeps one connection per address.
+type GRPCDialer struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// Dial returns the Client of the GCS at address; connections are made lazily and reused.
+func (d *GRPCDialer) Dial(address string) (Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.conns[address]; ok {
+		return grpcClient{c}, nil
+	}
+	c, err := grpc.NewClient(address,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
+	if err != nil {
+		return nil, fmt.Errorf("dial Ray GCS %s: %w", address, err)
+	}
+	if d.conns == nil {
+		d.conns = map[string]*grpc.ClientConn{}
+	}
+	d.conns[address] = c
+	return grpcClient{c}, nil
+}
+
+type grpcClient struct{ conn *grpc.ClientConn }
+
+func (c grpcClient) Nodes(ctx context.Context) ([]Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var reply []byte
+	if err := c.conn.Invoke(ctx, MethodGetClusterResourceState, []byte{}, &reply); err != nil {
+		return nil, fmt.Errorf("GetClusterResourceState: %w", err)
+	}
+	return DecodeNodes(reply)
+}
+
+func (c grpcClient) Drain(ctx context.Context, nodeID []byte, reason string, deadline time.Time) (DrainReply, error) {
+	if len(nodeID) == 0 {
+		return DrainReply{}, errEmptyNodeID
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var reply []byte
+	if err := c.conn.Invoke(ctx, MethodDrainNode, EncodeDrainRequest(nodeID, reason, deadline), &reply); err != nil {
+		return DrainReply{}, fmt.Errorf("DrainNode: %w", err)
+	}
+	return DecodeDrainReply(reply)
+}

@@ -1,0 +1,76 @@
+// Package ray is kray's small client for a Ray cluster's GCS: it lists the Ray nodes and asks the GCS to drain
+// one, over Ray's gRPC AutoscalerStateService (the service the Ray autoscaler itself uses). Messages are
+// encoded by hand with protowire from Ray's autoscaler.proto, so kray needs no generated Ray code.
+package ray
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// NodeStatus is a Ray node's status as the GCS reports it (autoscaler.proto NodeStatus).
+type NodeStatus int32
+
+// Values of NodeStatus.
+const (
+	NodeStatusUnspecified NodeStatus = 0
+	NodeStatusRunning     NodeStatus = 1
+	NodeStatusDead        NodeStatus = 2
+	NodeStatusIdle        NodeStatus = 3
+	NodeStatusDraining    NodeStatus = 4
+)
+
+func (s NodeStatus) String() string {
+	switch s {
+	case NodeStatusRunning:
+		return "RUNNING"
+	case NodeStatusDead:
+		return "DEAD"
+	case NodeStatusIdle:
+		return "IDLE"
+	case NodeStatusDraining:
+		return "DRAINING"
+	}
+	return fmt.Sprintf("UNSPECIFIED(%d)", int32(s))
+}
+
+// Node is one Ray node (autoscaler.proto NodeState, the fields kray reads).
+type Node struct {
+	// ID is the node's binary Ray node ID.
+	ID []byte
+	// InstanceID is the cloud instance the node registered with; KubeRay-style pods set it to the pod name.
+	InstanceID string
+	// IP is the node's IP address, the pod IP on Kubernetes.
+	IP     string
+	Status NodeStatus
+	// Idle is how long the node has had no work; zero while it runs tasks or actors.
+	Idle time.Duration
+}
+
+// Drained reports whether the node holds no more work: it is dead, idle, or draining with nothing left
+// running.
+func (n Node) Drained() bool {
+	return n.Status == NodeStatusDead || n.Status == NodeStatusIdle || (n.Status == NodeStatusDraining && n.Idle > 0)
+}
+
+// DrainReply is the GCS's answer to a drain request.
+type DrainReply struct {
+	Accepted bool
+	// Rejection says why the request was refused, when Accepted is false.
+	Rejection string
+}
+
+// Client reaches one Ray cluster's GCS.
+type Client interface {
+	// Nodes lists the cluster's Ray nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Drain asks the GCS to drain a node before deadline; Ray stops scheduling work on it and lets running
+	// work finish. The request is idempotent.
+	Drain(ctx context.Context, nodeID []byte, reason string, deadline time.Time) (DrainReply, error)
+}
+
+// Dialer returns the Client of the GCS at address (host:port).
+type Dialer interface {
+	Dial(address string) (Client, error)
+}

@@ -1,0 +1,90 @@
+package ray
+
+import (
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The expected bytes are written out by hand from autoscaler.proto's field numbers and wire types, so the
+// encoder is checked against the schema and not against its own decoder.
+
+func TestEncodeDrainRequest(t *testing.T) {
+	got := hex.EncodeToString(EncodeDrainRequest([]byte{1, 2}, "m", time.UnixMilli(1000)))
+	// node_id (1, bytes) 0102; reason (2, varint) 2; reason_message (3, bytes) "m"; deadline (4, varint) 1000.
+	if want := "0a020102" + "1002" + "1a016d" + "20e807"; got != want {
+		t.Fatalf("DrainNodeRequest = %s, want %s", got, want)
+	}
+	back, err := DecodeDrainRequest(EncodeDrainRequest([]byte{1, 2}, "m", time.UnixMilli(1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(DrainRequest{NodeID: []byte{1, 2}, Reason: DrainReasonPreemption, Message: "m", Deadline: time.UnixMilli(1000)}, back); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecodeDrainReply(t *testing.T) {
+	// is_accepted (1, varint) false is absent; rejection_reason_message (2, bytes) "busy".
+	b, _ := hex.DecodeString("120462757379")
+	got, err := DecodeDrainReply(b)
+	if err != nil || got != (DrainReply{Rejection: "busy"}) {
+		t.Fatalf("DecodeDrainReply = %+v, %v", got, err)
+	}
+	b, _ = hex.DecodeString("0801")
+	if got, err := DecodeDrainReply(b); err != nil || !got.Accepted {
+		t.Fatalf("DecodeDrainReply(accepted) = %+v, %v", got, err)
+	}
+	if got := hex.EncodeToString(EncodeDrainReply(DrainReply{Accepted: true})); got != "0801" {
+		t.Fatalf("EncodeDrainReply = %s", got)
+	}
+}
+
+func TestDecodeNodes(t *testing.T) {
+	// NodeState: node_id ab, instance_id "p", status DRAINING, idle 5 ms, node_ip_address "1.2.3.4", and an
+	// empty total_resources entry (field 5) that must be skipped.
+	node := "0a01ab" + "120170" + "4004" + "4805" + "5207312e322e332e34" + "2a00"
+	// ClusterResourceState: cluster_resource_state_version (1) 7, node_states (3).
+	state := "0807" + "1a15" + node
+	b, err := hex.DecodeString("0a19" + state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeNodes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Node{{ID: []byte{0xab}, InstanceID: "p", Status: NodeStatusDraining, Idle: 5 * time.Millisecond, IP: "1.2.3.4"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("DecodeNodes (-want +got):\n%s", diff)
+	}
+	back, err := DecodeNodes(EncodeNodes(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, back); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	if _, err := DecodeNodes([]byte{0x0a, 0x05, 0x01}); err == nil {
+		t.Fatal("truncated message decoded without error")
+	}
+}
+
+func TestDrained(t *testing.T) {
+	for _, tc := range []struct {
+		n    Node
+		want bool
+	}{
+		{Node{Status: NodeStatusRunning}, false},
+		{Node{Status: NodeStatusDraining}, false},
+		{Node{Status: NodeStatusDraining, Idle: time.Second}, true},
+		{Node{Status: NodeStatusIdle, Idle: time.Second}, true},
+		{Node{Status: NodeStatusDead}, true},
+	} {
+		if got := tc.n.Drained(); got != tc.want {
+			t.Errorf("%v idle %v: Drained() = %v, want %v", tc.n.Status, tc.n.Idle, got, tc.want)
+		}
+	}
+}
