@@ -475,6 +475,7 @@ start_kwok() {
     --cidr="${POD_CIDR}" \
     --node-ip=127.0.0.1 \
     --node-lease-duration-seconds=40 \
+    --config="${ROOT}/hack/kwok/stages.yaml" \
     --server-address="127.0.0.1:${KWOK_PORT}"
 }
 http_ok() { curl -sf --max-time 2 "$1" >/dev/null; }

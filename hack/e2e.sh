@@ -11,6 +11,10 @@ LOCAL="${KRAY_LOCAL_DIR:-${ROOT}/.local}"
 export KUBECONFIG="${LOCAL}/kubeconfig"
 
 "${ROOT}/hack/cluster.sh" up >&2
+# The suite serves a fake Ray GCS at this address (test/e2e/fakegcs_test.go); the operator drains workers
+# through it. Exported so that tests restarting the operator keep the flag.
+export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
+export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS}"
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT

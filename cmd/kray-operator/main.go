@@ -24,6 +24,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/controller"
 	"github.com/kray-project/kray/pkg/features"
+	"github.com/kray-project/kray/pkg/ray"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -40,6 +41,7 @@ type options struct {
 	namespaces    string
 	clusterDomain string
 	secureMetrics bool
+	rayGCSAddress string
 	gates         featuregate.MutableFeatureGate
 }
 
@@ -54,6 +56,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
+	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	zopts := zap.Options{}
@@ -129,6 +132,9 @@ func run(o options) error {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
 		Options:   builder.Options{ClusterDomain: o.clusterDomain, Version: version},
+		Ray:       &ray.GRPCDialer{},
+
+		RayGCSAddress: o.rayGCSAddress,
 	}
 	setup := controller.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {

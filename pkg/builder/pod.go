@@ -66,15 +66,21 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 }
 
 // WorkerPodTemplate returns the pod template of a worker group's CloneSet. It does not modify rc or group.
+// Under upgradeStrategy RollingUpdate it leaves out KubeRay's wait-gcs-ready init container: that container
+// runs the Ray image, and Kruise can update a pod in place only when nothing but container images and
+// metadata changed, so with it every Ray upgrade would recreate the workers. `ray start` waits for the GCS
+// itself, and the kubelet restarts a worker that gave up.
 func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options) corev1.PodTemplateSpec {
 	tmpl := *group.Template.DeepCopy()
 	tmpl.Name = ""
 	params := startParams(group.RayStartParams, group.Resources, group.Labels)
 	fqdn := HeadServiceFQDN(rc, opts)
-	setDefault(params, "address", fqdn+":"+headPort(rc))
+	setDefault(params, "address", fqdn+":"+GCSPort(rc))
 	tmpl.Labels = podLabels(rc, tmpl.Labels, group.Labels, constants.NodeTypeWorker, group.GroupName)
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, false)
-	tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, headPort(rc)))
+	if !Rolling(rc) {
+		tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, GCSPort(rc)))
+	}
 	finishPod(rc, &tmpl, params, false, opts)
 	return tmpl
 }
@@ -182,7 +188,7 @@ func podAnnotations(rc *rayv1.RayCluster, template map[string]string, head bool)
 
 // setRayContainerEnv appends KubeRay's Ray container env vars in KubeRay's order; "if absent" ones keep a user value.
 func setRayContainerEnv(rc *rayv1.RayCluster, c *corev1.Container, head bool, start string, opts Options) {
-	port := headPort(rc)
+	port := GCSPort(rc)
 	address := "127.0.0.1:" + port
 	if !head {
 		fqdn := HeadServiceFQDN(rc, opts)
@@ -358,8 +364,8 @@ func setDefault(params map[string]string, key, value string) {
 
 func isTrue(s string) bool { return strings.EqualFold(s, "true") }
 
-// headPort is the GCS port workers dial: the head's `port` start param, else 6379.
-func headPort(rc *rayv1.RayCluster) string {
+// GCSPort is the GCS port workers dial: the head's `port` start param, else 6379.
+func GCSPort(rc *rayv1.RayCluster) string {
 	return paramOr(rc.Spec.HeadGroupSpec.RayStartParams, "port", constants.DefaultHeadPort)
 }
 

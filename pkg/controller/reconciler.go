@@ -19,6 +19,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
+	"github.com/kray-project/kray/pkg/ray"
 	"github.com/kray-project/kray/pkg/status"
 	"github.com/kray-project/kray/pkg/validation"
 )
@@ -33,6 +34,11 @@ type Reconciler struct {
 	Options   builder.Options
 	// Now returns the current time; tests may pin it.
 	Now func() time.Time
+	// Ray dials Ray GCS servers to drain worker nodes; nil releases pods without draining.
+	Ray ray.Dialer
+	// RayGCSAddress, when set, is the GCS address of every cluster instead of its head Service (an operator
+	// outside the cluster network).
+	RayGCSAddress string
 }
 
 // phase is one named step of a reconcile. It may append events to be emitted after the status write.
@@ -49,7 +55,17 @@ type state struct {
 	// rolloutHeld is set while a RollingUpdate is still updating an earlier group (the head, or a worker group
 	// before the current one): later groups keep their update paused, so groups update one at a time.
 	rolloutHeld bool
-	events      []queuedEvent
+	// requeueAfter, when set, asks for the next reconcile sooner than the resync (a drain being waited for).
+	requeueAfter time.Duration
+	events       []queuedEvent
+}
+
+// retryAfter asks for a reconcile within d.
+func (s *state) retryAfter(d time.Duration) {
+	d = max(d, 100*time.Millisecond)
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
 }
 
 type queuedEvent struct {
@@ -73,6 +89,7 @@ func (r *Reconciler) phases() []phase {
 		{"head-service", r.reconcileHeadService},
 		{"head-statefulset", r.reconcileHeadStatefulSet},
 		{"worker-clonesets", r.reconcileWorkerGroups},
+		{"worker-drain", r.reconcileDrains},
 		{"pod-hygiene", r.reconcilePodHygiene},
 	}
 }
@@ -130,6 +147,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// is re-checked periodically as a safety net; watches drive every normal change.
 	if obs.InvalidSpec != nil {
 		return ctrl.Result{}, nil
+	}
+	if s.requeueAfter > 0 {
+		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
 	}
 	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }

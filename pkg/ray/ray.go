@@ -74,3 +74,19 @@ type Client interface {
 type Dialer interface {
 	Dial(address string) (Client, error)
 }
+
+// FindNode returns the node running in a pod: the one registered with the pod's name as instance ID, else
+// the live node with the pod's IP.
+func FindNode(nodes []Node, podName, podIP string) (Node, bool) {
+	for _, n := range nodes {
+		if n.InstanceID != "" && n.InstanceID == podName {
+			return n, true
+		}
+	}
+	for _, n := range nodes {
+		if podIP != "" && n.IP == podIP && n.Status != NodeStatusDead {
+			return n, true
+		}
+	}
+	return Node{}, false
+}

@@ -88,3 +88,20 @@ func TestDrained(t *testing.T) {
 		}
 	}
 }
+
+func TestFindNode(t *testing.T) {
+	nodes := []Node{
+		{ID: []byte{1}, IP: "10.0.0.1", Status: NodeStatusDead},
+		{ID: []byte{2}, IP: "10.0.0.1", Status: NodeStatusRunning},
+		{ID: []byte{3}, InstanceID: "pod-b", IP: "10.0.0.9", Status: NodeStatusRunning},
+	}
+	if n, ok := FindNode(nodes, "pod-a", "10.0.0.1"); !ok || n.ID[0] != 2 {
+		t.Errorf("by IP: got %v %v, want the live node 2", n.ID, ok)
+	}
+	if n, ok := FindNode(nodes, "pod-b", "10.0.0.1"); !ok || n.ID[0] != 3 {
+		t.Errorf("by instance ID: got %v %v, want node 3", n.ID, ok)
+	}
+	if _, ok := FindNode(nodes, "pod-c", ""); ok {
+		t.Error("a pod without IP or instance ID matched a node")
+	}
+}

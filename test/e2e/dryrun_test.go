@@ -43,7 +43,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			}
 			objs := []client.Object{builder.HeadService(rc), builder.HeadStatefulSet(rc, builder.Options{})}
 			for i := range rc.Spec.WorkerGroupSpecs {
-				objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}))
+				objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}, false))
 			}
 			if builder.AutoscalingEnabled(rc) {
 				objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))

@@ -89,6 +89,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start pod ledger:", err)
 		return 1
 	}
+	if err := startFakeGCS(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "start fake Ray GCS:", err)
+		return 1
+	}
 	return m.Run()
 }
 

@@ -48,7 +48,7 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 					t.Errorf("worker group %s restartPolicy %q, want Never", g.GroupName, g.Template.Spec.RestartPolicy)
 				}
 				// What the sample's comment promises: Always for Kruise, Never remembered for kray.
-				tmpl := builder.WorkerCloneSet(rc, g, builder.Options{}).Spec.Template
+				tmpl := builder.WorkerCloneSet(rc, g, builder.Options{}, false).Spec.Template
 				if tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways || tmpl.Annotations[constants.AnnotationRestartPolicy] != string(corev1.RestartPolicyNever) {
 					t.Errorf("worker group %s renders restartPolicy %s with annotation %q", g.GroupName, tmpl.Spec.RestartPolicy, tmpl.Annotations[constants.AnnotationRestartPolicy])
 				}
@@ -60,7 +60,7 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 			}
 			seen := map[string]bool{}
 			for i := range rc.Spec.WorkerGroupSpecs {
-				name := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}).Name
+				name := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}, false).Name
 				if seen[name] {
 					t.Errorf("two groups share CloneSet %s", name)
 				}
@@ -75,7 +75,7 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 				t.Errorf("head StatefulSet replicas %d, want 0", n)
 			}
 			for i := range rc.Spec.WorkerGroupSpecs {
-				if n := *builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}).Spec.Replicas; n != 0 {
+				if n := *builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}, false).Spec.Replicas; n != 0 {
 					t.Errorf("worker CloneSet replicas %d, want 0", n)
 				}
 			}

@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// drainPoll is how often a pod waiting for its Ray node to drain is checked again.
+const drainPoll = time.Second
+
+// reconcileDrains walks the worker pods that Kruise holds in PreparingDelete behind kray's drain hook. For
+// each, it asks Ray's GCS once to drain the pod's node (recording when, in the pod), then releases the hook
+// (Kruise deletes the pod) when the node is drained, when Ray has no node for the pod, or when
+// workerDrain.timeoutSeconds has passed. A GCS that cannot be reached only delays the release until the
+// timeout. Without workerDrain (turned off), held pods are released at once.
+func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabels{
+		constants.LabelCluster:              s.rc.Name,
+		constants.LabelNodeType:             constants.NodeTypeWorker,
+		constants.LabelDrainHook:            constants.DrainHookValue,
+		constants.LabelKruiseLifecycleState: constants.KruiseStatePreparingDelete,
+	}); err != nil {
+		return fmt.Errorf("list pods waiting for a drain: %w", err)
+	}
+	var waiting []*corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			waiting = append(waiting, &pods.Items[i])
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	if s.rc.Spec.WorkerDrain == nil || r.Ray == nil {
+		var errs []error
+		for _, p := range waiting {
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, "workerDrain is not set"))
+		}
+		return errors.Join(errs...)
+	}
+	timeout := time.Duration(ptr.Deref(s.rc.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
+	gcs := r.gcsAddress(s)
+	nodes, lookupErr := r.rayClient(gcs).Nodes(ctx)
+	now := r.now().Time
+	var errs []error
+	for _, p := range waiting {
+		started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+		if err != nil {
+			errs = append(errs, r.startDrain(ctx, s, p, gcs, nodes, lookupErr, now.Add(timeout)))
+			s.retryAfter(drainPoll)
+			continue
+		}
+		node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP)
+		switch {
+		case !now.Before(started.Add(timeout)):
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainTimedOut, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
+		case lookupErr != nil:
+			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+		case !found:
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, "Ray reports no node for it"))
+		case node.Drained():
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, fmt.Sprintf("its Ray node is %s", node.Status)))
+		default:
+			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startDrain asks the GCS to drain the pod's node and records the attempt in the pod, whatever the answer:
+// the timeout counts from the first attempt.
+func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
+	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
+	case lookupErr != nil:
+		s.warn(constants.EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
+	case !found:
+		s.normal(constants.EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
+	default:
+		reply, err := r.rayClient(gcs).Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
+		switch {
+		case err != nil:
+			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
+		case !reply.Accepted:
+			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray rejected the drain request, deleting it after the timeout: %s", p.Name, reply.Rejection)
+		default:
+			s.normal(constants.EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
+		}
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, constants.AnnotationDrainStarted, r.now().Format(time.RFC3339))
+	if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("record drain start on pod %s: %w", p.Name, client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod.
+func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, reason, why string) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, constants.LabelDrainHook)
+	if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil
+		}
+		s.warn(constants.EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
+		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
+	}
+	s.normal(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+	return nil
+}
+
+// gcsAddress is the cluster's GCS address: the head Service and the head's GCS port, unless the operator
+// was given one address for every cluster.
+func (r *Reconciler) gcsAddress(s *state) string {
+	if r.RayGCSAddress != "" {
+		return r.RayGCSAddress
+	}
+	return net.JoinHostPort(builder.HeadServiceFQDN(s.rc, r.Options), builder.GCSPort(s.rc))
+}
+
+// rayClient returns the GCS client for address; a dial error comes back from its calls.
+func (r *Reconciler) rayClient(address string) ray.Client {
+	c, err := r.Ray.Dial(address)
+	if err != nil {
+		return failedClient{err}
+	}
+	return c
+}
+
+// failedClient is the client of a GCS that could not be dialed.
+type failedClient struct{ err error }
+
+func (c failedClient) Nodes(context.Context) ([]ray.Node, error) { return nil, c.err }
+func (c failedClient) Drain(context.Context, []byte, string, time.Time) (ray.DrainReply, error) {
+	return ray.DrainReply{}, c.err
+}

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// drainCluster creates a cluster of one group with workers pods and workerDrain set; Ray drains in ns take
+// drainTime (negative: never).
+func drainCluster(t *testing.T, workers int32, timeout int32, drainTime time.Duration) *rayv1.RayCluster {
+	t.Helper()
+	if gcs == nil {
+		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
+	}
+	ns := namespace(t)
+	gcs.setDrainTime(ns, drainTime)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	w := group(sample)
+	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To(workers), ptr.To[int32](0), ptr.To[int32](10)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To(timeout)}
+	rc := create(t, sample)
+	waitReady(t, rc, int(workers))
+	return rc
+}
+
+func podExists(g Gomega, ns, name string) bool {
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	return true
+}
+
+func drainedNames(calls []drainCall, ns string) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c.Pod[len(ns)+1:])
+	}
+	return out
+}
+
+// A named scale-down with workerDrain: kray asks Ray to drain exactly the named pods, Kruise holds them in
+// PreparingDelete until Ray reports them drained, and only then are they deleted.
+func TestDrainBeforeNamedScaleDown(t *testing.T) {
+	const drainTime = 2 * time.Second
+	rc := drainCluster(t, 4, 60, drainTime)
+	g := NewWithT(t)
+	pods := workerPods(g, rc, group(rc).GroupName)
+	victims := podNames(pods)[:2]
+	keep := podNames(pods)[2:]
+	update(t, rc, func(c *rayv1.RayCluster) {
+		group(c).Replicas = ptr.To[int32](2)
+		group(c).ScaleStrategy.WorkersToDelete = victims
+	})
+
+	var calls []drainCall
+	g.Eventually(func(g Gomega) {
+		calls = gcs.drainedPods(rc.Namespace)
+		g.Expect(drainedNames(calls, rc.Namespace)).To(ConsistOf(victims))
+	}, readyTimeout, poll).Should(Succeed())
+	for _, c := range calls {
+		g.Expect(c.Reason).To(Equal(int32(ray.DrainReasonPreemption)))
+		g.Expect(c.Deadline).To(BeTemporally("~", c.At.Add(60*time.Second), 2*time.Second))
+	}
+	for _, name := range victims {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: name}, p)).To(Succeed())
+		g.Expect(p.Labels[constants.LabelKruiseLifecycleState]).To(Equal(constants.KruiseStatePreparingDelete))
+	}
+	// Until Ray reports the nodes drained, the pods stay.
+	last := calls[len(calls)-1].At
+	g.Consistently(func(g Gomega) {
+		for _, name := range victims {
+			g.Expect(podExists(g, rc.Namespace, name)).To(BeTrue(), "pod %s deleted before its node drained", name)
+		}
+	}, time.Until(last.Add(drainTime-300*time.Millisecond)), poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, name := range victims {
+			g.Expect(podExists(g, rc.Namespace, name)).To(BeFalse(), "pod %s still exists", name)
+		}
+	}, readyTimeout, poll).Should(Succeed())
+
+	waitReady(t, rc, 2)
+	g.Expect(podNames(workerPods(g, rc, group(rc).GroupName))).To(ConsistOf(keep))
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victims))
+	g.Expect(drainedNames(gcs.drainedPods(rc.Namespace), rc.Namespace)).To(ConsistOf(victims), "a drain was asked for a pod nobody named")
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventCount(g, rc, constants.EventDrainingWorker)).To(BeNumerically(">=", 2))
+		g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 2))
+	}, readyTimeout, poll).Should(Succeed())
+}
+
+// A node that never drains holds its pod only until workerDrain.timeoutSeconds.
+func TestDrainTimeoutReleasesPod(t *testing.T) {
+	const timeout = 3
+	rc := drainCluster(t, 2, timeout, -1)
+	g := NewWithT(t)
+	victim := podNames(workerPods(g, rc, group(rc).GroupName))[0]
+	update(t, rc, func(c *rayv1.RayCluster) {
+		group(c).Replicas = ptr.To[int32](1)
+		group(c).ScaleStrategy.WorkersToDelete = []string{victim}
+	})
+	var calls []drainCall
+	g.Eventually(func(g Gomega) {
+		calls = gcs.drainedPods(rc.Namespace)
+		g.Expect(drainedNames(calls, rc.Namespace)).To(ConsistOf(victim))
+	}, readyTimeout, poll).Should(Succeed())
+	// kray records the start with second precision, so the release may come up to 1 s early.
+	g.Consistently(func(g Gomega) {
+		g.Expect(podExists(g, rc.Namespace, victim)).To(BeTrue(), "released before the timeout")
+	}, time.Until(calls[0].At.Add((timeout-1)*time.Second-300*time.Millisecond)), poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(podExists(g, rc.Namespace, victim)).To(BeFalse()) }, readyTimeout, poll).Should(Succeed())
+	waitReady(t, rc, 1)
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victim))
+	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
+}

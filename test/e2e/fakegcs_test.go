@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// fakeGCS stands in for the GCS of every Ray cluster in the suite: it serves Ray's AutoscalerStateService
+// (GetClusterResourceState and DrainNode, the wire format of autoscaler.proto) over gRPC, reports one Ray
+// node per running worker pod (instance ID = pod name, as in real pods), and records every drain request.
+// A drained node reports DRAINING, and becomes idle once the drain time of its namespace has passed.
+type fakeGCS struct {
+	mu sync.Mutex
+	// drainTime is how long a drain takes per namespace; a negative value never finishes.
+	drainTime map[string]time.Duration
+	drains    map[string]drainCall // pod namespace/name -> first drain request
+	calls     []drainCall
+	pods      map[string]string // hex node ID -> pod namespace/name
+}
+
+// drainCall is one DrainNode request as the fake GCS saw it.
+type drainCall struct {
+	Pod      string
+	At       time.Time
+	Reason   int32
+	Deadline time.Time
+}
+
+var gcs *fakeGCS
+
+// startFakeGCS serves the fake GCS at KRAY_E2E_GCS_ADDRESS, the address hack/e2e.sh gives the operator.
+func startFakeGCS(ctx context.Context) error {
+	addr := os.Getenv("KRAY_E2E_GCS_ADDRESS")
+	if addr == "" {
+		return nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	gcs = &fakeGCS{drainTime: map[string]time.Duration{}, drains: map[string]drainCall{}, pods: map[string]string{}}
+	srv := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(gcs.handle))
+	go func() { _ = srv.Serve(lis) }()
+	go func() { <-ctx.Done(); srv.Stop() }()
+	return nil
+}
+
+// setDrainTime makes drains of pods in ns take d (negative: never finish).
+func (f *fakeGCS) setDrainTime(ns string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drainTime[ns] = d
+}
+
+// drainedPods returns the drain requests for pods of namespace ns, in arrival order.
+func (f *fakeGCS) drainedPods(ns string) []drainCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []drainCall
+	for _, c := range f.calls {
+		if len(c.Pod) > len(ns) && c.Pod[:len(ns)+1] == ns+"/" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (f *fakeGCS) handle(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	var req []byte
+	if err := stream.RecvMsg(&req); err != nil {
+		return err
+	}
+	switch method {
+	case ray.MethodGetClusterResourceState:
+		nodes, err := f.nodes(stream.Context())
+		if err != nil {
+			return grpcstatus.Error(codes.Unavailable, err.Error())
+		}
+		return stream.SendMsg(ray.EncodeNodes(nodes))
+	case ray.MethodDrainNode:
+		r, err := ray.DecodeDrainRequest(req)
+		if err != nil {
+			return grpcstatus.Error(codes.InvalidArgument, err.Error())
+		}
+		f.mu.Lock()
+		call := drainCall{Pod: f.pods[hex.EncodeToString(r.NodeID)], At: time.Now(), Reason: r.Reason, Deadline: r.Deadline}
+		f.calls = append(f.calls, call)
+		if _, ok := f.drains[call.Pod]; !ok && call.Pod != "" {
+			f.drains[call.Pod] = call
+		}
+		f.mu.Unlock()
+		return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
+	}
+	return grpcstatus.Errorf(codes.Unimplemented, "fake GCS does not serve %s", method)
+}
+
+// nodes reports a Ray node for every worker pod with an IP.
+func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
+	list := &corev1.PodList{}
+	if err := k8s.List(ctx, list, client.MatchingLabels{constants.LabelNodeType: constants.NodeTypeWorker}); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var nodes []ray.Node
+	for _, p := range list.Items {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		sum := sha256.Sum256([]byte(p.UID))
+		id := sum[:28]
+		key := p.Namespace + "/" + p.Name
+		f.pods[hex.EncodeToString(id)] = key
+		n := ray.Node{ID: id, InstanceID: p.Name, IP: p.Status.PodIP, Status: ray.NodeStatusRunning}
+		if call, ok := f.drains[key]; ok {
+			n.Status = ray.NodeStatusDraining
+			if d, ok := f.drainTime[p.Namespace]; ok && d >= 0 && time.Since(call.At) >= d {
+				n.Idle = time.Since(call.At) - d + time.Millisecond
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}

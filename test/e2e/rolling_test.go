@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+const newImage = "rayproject/ray:2.47.0"
+
+// podTimeline records every change of a cluster's pods, in the order the watch delivered them.
+type podTimeline struct {
+	mu     sync.Mutex
+	events []timelineEvent
+}
+
+type timelineEvent struct {
+	deleted bool
+	pod     corev1.Pod
+}
+
+// watchTimeline starts recording rc's pods; stop it with the returned function.
+func watchTimeline(t *testing.T, rc *rayv1.RayCluster) *podTimeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := clientset.CoreV1().Pods(rc.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster + "=" + rc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &podTimeline{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			tl.mu.Lock()
+			tl.events = append(tl.events, timelineEvent{deleted: ev.Type == watch.Deleted, pod: *p})
+			tl.mu.Unlock()
+		}
+	}()
+	return tl
+}
+
+// replay calls fn after each recorded event with the pods alive at that point (not deleted, not terminating).
+func (tl *podTimeline) replay(fn func(step int, alive map[string]*corev1.Pod)) {
+	tl.mu.Lock()
+	events := slices.Clone(tl.events)
+	tl.mu.Unlock()
+	alive := map[string]*corev1.Pod{}
+	for i, ev := range events {
+		p := ev.pod
+		if ev.deleted || p.DeletionTimestamp != nil {
+			delete(alive, p.Name)
+		} else {
+			alive[p.Name] = &p
+		}
+		fn(i, alive)
+	}
+}
+
+func image(p *corev1.Pod) string { return p.Spec.Containers[0].Image }
+
+// updatedAndReady reports whether the pod runs newImage, its status says so, and it is ready.
+func updatedAndReady(p *corev1.Pod) bool {
+	if image(p) != newImage || !podReady(p) {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == p.Spec.Containers[0].Name {
+			return cs.Image == newImage
+		}
+	}
+	return false
+}
+
+// RollingUpdate with an image change: every pod is updated in place (same pod, new image), the head
+// first and then each group in spec order, never more than maxUnavailable pods of a group unready at once,
+// and partition pods left on the old image.
+func TestRollingUpdateImageInPlace(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	rolling := rayv1.RayClusterRollingUpdate
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	a := group(sample)
+	a.GroupName, a.Replicas, a.MaxReplicas = "first", ptr.To[int32](4), ptr.To[int32](10)
+	a.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	b := a.DeepCopy()
+	b.GroupName, b.Replicas = "second", ptr.To[int32](2)
+	b.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{Partition: ptr.To(intstr.FromInt32(1))}
+	sample.Spec.WorkerGroupSpecs = append(sample.Spec.WorkerGroupSpecs, *b)
+	rc := create(t, sample)
+	waitReady(t, rc, 6)
+	before := uids(clusterPods(g, rc))
+	tl := watchTimeline(t, rc)
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = newImage
+		for i := range c.Spec.WorkerGroupSpecs {
+			c.Spec.WorkerGroupSpecs[i].Template.Spec.Containers[0].Image = newImage
+		}
+	})
+	g.Eventually(func(g Gomega) {
+		cur := get(g, rc)
+		up := condition(cur, constants.ConditionPodsUpToDate)
+		g.Expect(up).NotTo(BeNil())
+		g.Expect(up.Status).To(Equal(metav1.ConditionTrue), "%s: %s", up.Reason, up.Message)
+		g.Expect(updatedAndReady(headPod(g, rc))).To(BeTrue(), "head not updated")
+		for _, p := range workerPods(g, rc, "first") {
+			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s not updated", p.Name)
+		}
+		images := []string{}
+		for _, p := range workerPods(g, rc, "second") {
+			images = append(images, image(&p))
+		}
+		g.Expect(images).To(ConsistOf(newImage, "rayproject/ray:2.46.0"), "partition 1 keeps one pod of group second on the old image")
+		g.Expect(cur.Status.UpdateProgress).To(ContainElements(
+			rayv1.GroupUpdateProgress{GroupName: constants.HeadGroupName, Replicas: 1, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 1},
+			rayv1.GroupUpdateProgress{GroupName: "first", Replicas: 4, UpdatedReplicas: 4, UpdatedReadyReplicas: 4, TargetReplicas: 4},
+			rayv1.GroupUpdateProgress{GroupName: "second", Replicas: 2, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 1},
+		))
+	}, readyTimeout, poll).Should(Succeed())
+
+	// In place: the same pods, none created or deleted.
+	g.Expect(uids(clusterPods(g, rc))).To(Equal(before))
+	created, deleted := ledger.counts(t, rc)
+	g.Expect([]int{created, deleted}).To(Equal([]int{7, 0}))
+
+	// Order and pace, from the watch: the head was updated before any worker changed image, group first
+	// finished before group second started, and group first never had more than 1 pod unready.
+	headDone, firstStarted, firstDone, secondStarted := -1, -1, -1, -1
+	maxUnready := 0
+	tl.replay(func(step int, alive map[string]*corev1.Pod) {
+		newFirst, readyFirst, unreadyFirst := 0, 0, 0
+		for _, p := range alive {
+			group := p.Labels[constants.LabelGroup]
+			switch {
+			case group == constants.HeadGroupName && headDone < 0 && updatedAndReady(p):
+				headDone = step
+			case group == "first":
+				if image(p) == newImage {
+					newFirst++
+				}
+				if updatedAndReady(p) {
+					readyFirst++
+				}
+				if !podReady(p) {
+					unreadyFirst++
+				}
+			case group == "second" && secondStarted < 0 && image(p) == newImage:
+				secondStarted = step
+			}
+		}
+		if firstStarted < 0 && newFirst > 0 {
+			firstStarted = step
+		}
+		if firstDone < 0 && readyFirst == 4 {
+			firstDone = step
+		}
+		maxUnready = max(maxUnready, unreadyFirst)
+	})
+	g.Expect(headDone).To(BeNumerically(">=", 0), "the watch never saw the head updated")
+	g.Expect(firstStarted).To(BeNumerically(">", headDone), "group first started before the head was updated")
+	g.Expect(firstDone).To(BeNumerically(">=", 0), "the watch never saw group first updated")
+	g.Expect(secondStarted).To(BeNumerically(">", firstDone), "group second started before group first was done")
+	g.Expect(maxUnready).To(Equal(1), "maxUnavailable 1: at most one pod of group first unready at a time")
+}
+
+// RollingUpdate with an env change, which Kruise cannot apply in place: the group's pods are recreated one
+// at a time (maxUnavailable 1), each exactly once, and the head is not touched.
+func TestRollingUpdateEnvChangeRecreates(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	rolling := rayv1.RayClusterRollingUpdate
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	w := group(sample)
+	w.Replicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](10)
+	w.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	rc := create(t, sample)
+	waitReady(t, rc, 3)
+	head := headPod(g, rc).UID
+	old := podNames(workerPods(g, rc, w.GroupName))
+	tl := watchTimeline(t, rc)
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		ctr := &c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "KRAY_E2E_ROLLING", Value: "1"})
+	})
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, w.GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(old).NotTo(ContainElement(p.Name), "pod %s was not recreated", p.Name)
+			g.Expect(p.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "KRAY_E2E_ROLLING", Value: "1"}))
+			g.Expect(podReady(&p)).To(BeTrue())
+		}
+		g.Expect(condition(get(g, rc), constants.ConditionPodsUpToDate).Status).To(Equal(metav1.ConditionTrue))
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(headPod(g, rc).UID).To(Equal(head), "the head was restarted")
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(old))
+	created, _ := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1+3+3), "each worker recreated exactly once")
+
+	// The watch starts by listing the pods one event at a time; count from the first moment all 3 are seen.
+	minReady, seenAll := 3, false
+	tl.replay(func(_ int, alive map[string]*corev1.Pod) {
+		ready := 0
+		for _, p := range alive {
+			if p.Labels[constants.LabelGroup] == w.GroupName && podReady(p) {
+				ready++
+			}
+		}
+		seenAll = seenAll || ready == 3
+		if seenAll {
+			minReady = min(minReady, ready)
+		}
+	})
+	g.Expect(minReady).To(Equal(2), "maxUnavailable 1: never fewer than 2 of 3 workers ready")
+}
+
+// upgradeStrategy None reports, without restarting anything, that pods run an older spec.
+func TestUpgradeStrategyNoneReportsStalePods(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	waitReady(t, rc, 2)
+	g.Eventually(func(g Gomega) {
+		g.Expect(condition(get(g, rc), constants.ConditionPodsUpToDate).Status).To(Equal(metav1.ConditionTrue))
+	}, readyTimeout, poll).Should(Succeed())
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage })
+	g.Eventually(func(g Gomega) {
+		c := condition(get(g, rc), constants.ConditionPodsUpToDate)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(constants.ReasonUpgradeStrategyNone))
+		g.Expect(c.Message).To(ContainSubstring("workergroup 0/2 updated"))
+	}, readyTimeout, poll).Should(Succeed())
+	created, deleted := ledger.counts(t, rc)
+	g.Expect([]int{created, deleted}).To(Equal([]int{3, 0}))
+}
