@@ -67,6 +67,15 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 				seen[name] = true
 			}
 		},
+		"ray-cluster.rolling-update.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
+			if !builder.Rolling(rc) || rc.Spec.WorkerDrain == nil {
+				t.Fatalf("want upgradeStrategy RollingUpdate and workerDrain")
+			}
+			cs := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[0], builder.Options{}, false)
+			if cs.Spec.UpdateStrategy.Type != "InPlaceIfPossible" || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
+				t.Errorf("CloneSet strategy %s, lifecycle %+v: want InPlaceIfPossible and a preDelete hook", cs.Spec.UpdateStrategy.Type, cs.Spec.Lifecycle)
+			}
+		},
 		"ray-cluster.suspended.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
 			if !builder.ClusterSuspended(rc) {
 				t.Errorf("want spec.suspend true")
