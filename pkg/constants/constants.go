@@ -66,6 +66,7 @@ const (
 const (
 	LabelKruiseLifecycleState  = "lifecycle.apps.kruise.io/state"
 	KruiseStatePreparingDelete = "PreparingDelete"
+	KruiseStateNormal          = "Normal"
 	ReadinessGateInPlaceUpdate = "InPlaceUpdateReady"
 )
 

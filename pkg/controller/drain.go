@@ -8,24 +8,32 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
 // drainPoll is how often a pod waiting for its Ray node to drain is checked again.
 const drainPoll = time.Second
 
-// reconcileDrains walks the worker pods that Kruise holds in PreparingDelete behind kray's drain hook. For
+// reconcileDrains first puts the drain hook on worker pods that predate workerDrain, then walks the worker pods that Kruise holds in PreparingDelete behind kray's drain hook. For
 // each, it asks Ray's GCS once to drain the pod's node (recording when, in the pod), then releases the hook
 // (Kruise deletes the pod) when the node is drained, when Ray has no node for the pod, or when
 // workerDrain.timeoutSeconds has passed. A GCS that cannot be reached only delays the release until the
 // timeout. Without workerDrain (turned off), held pods are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
+	if s.rc.Spec.WorkerDrain != nil {
+		if err := r.hookExistingPods(ctx, s); err != nil {
+			return err
+		}
+	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabels{
 		constants.LabelCluster:              s.rc.Name,
@@ -47,7 +55,7 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	if s.rc.Spec.WorkerDrain == nil || r.Ray == nil {
 		var errs []error
 		for _, p := range waiting {
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, "workerDrain is not set"))
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDisabled, 0, "workerDrain is not set"))
 		}
 		return errors.Join(errs...)
 	}
@@ -64,15 +72,16 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 			continue
 		}
 		node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP)
+		took := now.Sub(started)
 		switch {
 		case !now.Before(started.Add(timeout)):
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainTimedOut, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainTimedOut, took, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
 		case lookupErr != nil:
 			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
 		case !found:
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, "Ray reports no node for it"))
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, took, "Ray reports no node for it"))
 		case node.Drained():
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, constants.EventDrainedWorker, fmt.Sprintf("its Ray node is %s", node.Status)))
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node is %s", node.Status)))
 		default:
 			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
 		}
@@ -106,8 +115,9 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 	return nil
 }
 
-// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod.
-func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, reason, why string) error {
+// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod; took is the time since
+// the drain started (0 when none did).
+func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, constants.LabelDrainHook)
 	if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -116,8 +126,46 @@ func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.P
 		s.warn(constants.EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
 		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
 	}
+	metrics.ObserveDrainRelease(outcome, took)
+	reason := constants.EventDrainedWorker
+	if outcome == metrics.DrainTimedOut {
+		reason = constants.EventDrainTimedOut
+	}
+	if outcome == metrics.DrainTimedOut {
+		s.warn(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+		return nil
+	}
 	s.normal(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
 	return nil
+}
+
+// hookExistingPods puts the drain hook label on running worker pods that lack it: pods created before
+// workerDrain was set, which no template change reaches under upgradeStrategy None.
+func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
+	sel := labels.SelectorFromSet(labels.Set{
+		constants.LabelCluster:              s.rc.Name,
+		constants.LabelNodeType:             constants.NodeTypeWorker,
+		constants.LabelKruiseLifecycleState: constants.KruiseStateNormal,
+	})
+	unhooked, err := labels.NewRequirement(constants.LabelDrainHook, selection.DoesNotExist, nil)
+	if err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabelsSelector{Selector: sel.Add(*unhooked)}); err != nil {
+		return fmt.Errorf("list worker pods without the drain hook: %w", err)
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, constants.LabelDrainHook, constants.DrainHookValue)
+	var errs []error
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Client.Patch(ctx, &pods.Items[i], client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("label pod %s with the drain hook: %w", pods.Items[i].Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // gcsAddress is the cluster's GCS address: the head Service and the head's GCS port, unless the operator

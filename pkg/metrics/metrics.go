@@ -27,6 +27,15 @@ var (
 		Name: "kray_raycluster_pods",
 		Help: "Pods labelled with the RayCluster's name, as last observed.",
 	}, []string{"namespace", "name"})
+	drainReleases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kray_worker_drain_releases_total",
+		Help: "Worker pods released for deletion after a drain, by outcome (drained, no_node, timed_out, disabled).",
+	}, []string{"outcome"})
+	drainDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kray_worker_drain_duration_seconds",
+		Help:    "Time from kray's drain request to a worker pod's release, whatever the outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
+	})
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kray_raycluster_time_to_ready_seconds",
 		Help:    "Time from a RayCluster's creation to its first ready state.",
@@ -35,7 +44,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(phaseDuration, phaseErrors, clusterInfo, clusterPods, timeToReady)
+	crmetrics.Registry.MustRegister(phaseDuration, phaseErrors, clusterInfo, clusterPods, timeToReady, drainReleases, drainDuration)
 }
 
 // ObservePhase records one phase's duration and whether it failed.
@@ -62,4 +71,21 @@ func ObserveFirstReady(d time.Duration) {
 func Forget(namespace, name string) {
 	clusterInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	clusterPods.DeleteLabelValues(namespace, name)
+}
+
+// Outcomes of ObserveDrainRelease.
+const (
+	DrainDrained  = "drained"
+	DrainNoNode   = "no_node"
+	DrainTimedOut = "timed_out"
+	DrainDisabled = "disabled"
+)
+
+// ObserveDrainRelease records a worker pod released for deletion and, when a drain was started, how long
+// it took.
+func ObserveDrainRelease(outcome string, d time.Duration) {
+	drainReleases.WithLabelValues(outcome).Inc()
+	if d > 0 {
+		drainDuration.Observe(d.Seconds())
+	}
 }

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,4 +126,72 @@ func TestDrainTimeoutReleasesPod(t *testing.T) {
 	waitReady(t, rc, 1)
 	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victim))
 	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
+}
+
+// Turning workerDrain on for a running cluster (upgradeStrategy None, so no template change reaches the
+// pods) still drains its existing workers: kray puts the hook on them.
+func TestDrainEnabledOnRunningCluster(t *testing.T) {
+	if gcs == nil {
+		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 500*time.Millisecond)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	group(sample).Replicas, group(sample).MinReplicas, group(sample).MaxReplicas = ptr.To[int32](3), ptr.To[int32](0), ptr.To[int32](10)
+	plain := create(t, sample)
+	waitReady(t, plain, 3)
+	pods := podNames(workerPods(g, plain, group(plain).GroupName))
+	update(t, plain, func(c *rayv1.RayCluster) { c.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{} })
+	g.Eventually(func(g Gomega) {
+		for _, p := range workerPods(g, plain, group(plain).GroupName) {
+			g.Expect(p.Labels).To(HaveKeyWithValue(constants.LabelDrainHook, constants.DrainHookValue), "pod %s", p.Name)
+		}
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(podNames(workerPods(g, plain, group(plain).GroupName))).To(ConsistOf(pods), "turning the drain on restarted a pod")
+	update(t, plain, func(c *rayv1.RayCluster) {
+		group(c).Replicas = ptr.To[int32](2)
+		group(c).ScaleStrategy.WorkersToDelete = pods[:1]
+	})
+	g.Eventually(func(g Gomega) { g.Expect(podExists(g, ns, pods[0])).To(BeFalse()) }, readyTimeout, poll).Should(Succeed())
+	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(pods[0]))
+	waitReady(t, plain, 2)
+	g.Expect(ledger.deletedNames(t, plain)).To(ConsistOf(pods[0]))
+}
+
+// A rolling recreate (an env change under RollingUpdate) drains each old worker before it goes.
+func TestDrainBeforeRollingRecreate(t *testing.T) {
+	if gcs == nil {
+		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 300*time.Millisecond)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	rolling := rayv1.RayClusterRollingUpdate
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	group(sample).Replicas = ptr.To[int32](3)
+	group(sample).RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	rc := create(t, sample)
+	waitReady(t, rc, 3)
+	old := podNames(workerPods(g, rc, group(rc).GroupName))
+	update(t, rc, func(c *rayv1.RayCluster) {
+		ctr := &group(c).Template.Spec.Containers[0]
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "KRAY_E2E_DRAIN", Value: "1"})
+	})
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, group(rc).GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(old).NotTo(ContainElement(p.Name))
+			g.Expect(podReady(&p)).To(BeTrue())
+		}
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(old), "every recreated worker drained once, no other")
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(old))
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 3))
+		g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeZero())
+	}, readyTimeout, poll).Should(Succeed())
 }
