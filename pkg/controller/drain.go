@@ -29,7 +29,7 @@ const drainPoll = time.Second
 // workerDrain.timeoutSeconds has passed. A GCS that cannot be reached only delays the release until the
 // timeout. Without workerDrain (turned off), held pods are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
-	if s.rc.Spec.WorkerDrain != nil {
+	if s.rc.Spec.WorkerDrain != nil && !builder.ClusterSuspended(s.effective) {
 		if err := r.hookExistingPods(ctx, s); err != nil {
 			return err
 		}
@@ -52,10 +52,10 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	if len(waiting) == 0 {
 		return nil
 	}
-	if s.rc.Spec.WorkerDrain == nil || r.Ray == nil {
+	if why := drainSkipped(s, r.Ray != nil); why != "" {
 		var errs []error
 		for _, p := range waiting {
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDisabled, 0, "workerDrain is not set"))
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDisabled, 0, why))
 		}
 		return errors.Join(errs...)
 	}
@@ -87,6 +87,20 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drainSkipped says why held pods are released without a drain: workerDrain is off, the operator has no
+// Ray client, or the whole cluster is being suspended (its head and GCS go too). Empty means drain.
+func drainSkipped(s *state, haveRay bool) string {
+	switch {
+	case s.rc.Spec.WorkerDrain == nil:
+		return "workerDrain is not set"
+	case !haveRay:
+		return "the operator has no Ray client"
+	case builder.ClusterSuspended(s.effective):
+		return "the cluster is being suspended"
+	}
+	return ""
 }
 
 // startDrain asks the GCS to drain the pod's node and records the attempt in the pod, whatever the answer:

@@ -137,6 +137,44 @@ func scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroup
 }
 
 // deleteRemovedGroups deletes the CloneSets this cluster owns whose group is no longer in the spec.
+// drainRemovedGroup reports whether a removed group's CloneSet may be deleted. With workerDrain set, it first
+// scales the CloneSet to 0, so that its pods go through the drain hook, and waits until they are gone;
+// deleting the CloneSet right away would delete them without a drain.
+func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruisev1alpha1.CloneSet) (bool, error) {
+	if s.rc.Spec.WorkerDrain == nil || builder.ClusterSuspended(s.effective) || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
+		return true, nil
+	}
+	group := cs.Labels[constants.LabelGroup]
+	if ptr.Deref(cs.Spec.Replicas, 0) > 0 {
+		_, err := r.updateFresh(ctx, client.ObjectKeyFromObject(cs), cs, func() (bool, error) {
+			if ptr.Deref(cs.Spec.Replicas, 0) == 0 {
+				return false, nil
+			}
+			cs.Spec.Replicas = ptr.To[int32](0)
+			cs.Spec.ScaleStrategy.PodsToDelete = nil
+			return true, nil
+		})
+		if err != nil {
+			s.warn(constants.EventFailedToWriteWorkload, "Failed to scale CloneSet %s of removed worker group %s to 0: %v", cs.Name, group, err)
+			return false, fmt.Errorf("scale CloneSet %s to 0: %w", cs.Name, err)
+		}
+		s.normal(constants.EventScaledWorkerGroup, "Worker group %s was removed from the spec: scaled CloneSet %s to 0 so that its workers drain before it is deleted", group, cs.Name)
+		s.retryAfter(drainPoll)
+		return false, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group}); err != nil {
+		return false, fmt.Errorf("list pods of removed worker group %s: %w", group, err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			s.retryAfter(drainPoll)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted map[string]bool) error {
 	list := &kruisev1alpha1.CloneSetList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name}); err != nil {
@@ -145,6 +183,12 @@ func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted m
 	for i := range list.Items {
 		cs := &list.Items[i]
 		if wanted[cs.Name] || !ownedBy(cs, s.rc) || cs.DeletionTimestamp != nil {
+			continue
+		}
+		if drained, err := r.drainRemovedGroup(ctx, s, cs); err != nil || !drained {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		uid := cs.UID

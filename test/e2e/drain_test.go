@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -194,4 +195,45 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 		g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 3))
 		g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeZero())
 	}, readyTimeout, poll).Should(Succeed())
+}
+
+// Removing a worker group with workerDrain set drains its workers before its CloneSet goes (what KubeRay's
+// proposal #5142 asks for); the other group is untouched.
+func TestDrainOnWorkerGroupRemoval(t *testing.T) {
+	if gcs == nil {
+		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 500*time.Millisecond)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	extra := group(sample).DeepCopy()
+	extra.GroupName = "retired"
+	sample.Spec.WorkerGroupSpecs = append(sample.Spec.WorkerGroupSpecs, *extra)
+	rc := create(t, sample)
+	waitReady(t, rc, 4)
+	kept := uids(workerPods(g, rc, group(rc).GroupName))
+	retired := podNames(workerPods(g, rc, "retired"))
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs = c.Spec.WorkerGroupSpecs[:1] })
+	g.Eventually(func(g Gomega) {
+		g.Expect(workerPods(g, rc, "retired")).To(BeEmpty())
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: rc.Name + "-retired-worker"}, &kruisev1alpha1.CloneSet{})).
+			To(Satisfy(apierrors.IsNotFound), "the removed group's CloneSet still exists")
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(retired))
+	g.Expect(uids(workerPods(g, rc, group(rc).GroupName))).To(Equal(kept))
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(retired))
+}
+
+// Suspending a cluster takes its head (and GCS) down too, so workers are not held for a drain.
+func TestSuspendDoesNotWaitForDrains(t *testing.T) {
+	rc := drainCluster(t, 2, 600, -1)
+	g := NewWithT(t)
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(true) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(clusterPods(g, rc)).To(BeEmpty())
+		g.Expect(get(g, rc).Status.State).To(Equal(rayv1.Suspended))
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(gcs.drainedPods(rc.Namespace)).To(BeEmpty())
 }
