@@ -35,6 +35,9 @@ func autoscalerContainer(rc *rayv1.RayCluster, ray corev1.Container) corev1.Cont
 		},
 		Resources: corev1.ResourceRequirements{Limits: res, Requests: res.DeepCopy()},
 	}
+	if AuthEnabled(rc) {
+		authEnv(rc, &c)
+	}
 	o := rc.Spec.AutoscalerOptions
 	if o == nil {
 		return c

@@ -83,6 +83,12 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	if builder.AutoscalingEnabled(rc) {
 		objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))
 	}
+	if s := builder.AuthSecret(rc, "golden-token"); s != nil {
+		objs = append(objs, s)
+	}
+	if pvc := builder.GCSStoragePVC(rc); pvc != nil {
+		objs = append(objs, pvc)
+	}
 	var buf bytes.Buffer
 	for _, o := range objs {
 		out, err := yaml.Marshal(o)

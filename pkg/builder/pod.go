@@ -57,6 +57,8 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 		}
 		tmpl.Spec.Containers = append(tmpl.Spec.Containers, autoscalerContainer(rc, tmpl.Spec.Containers[constants.RayContainerIndex]))
 	}
+	configureFT(rc, &tmpl, params, true)
+	configureAuth(rc, &tmpl)
 	finishPod(rc, &tmpl, params, true, opts)
 	if autoscaling {
 		addEmptyDir(&tmpl.Spec, constants.RayLogsVolumeName, constants.RayLogsMountPath, "", nil,
@@ -81,6 +83,8 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	if !Rolling(rc) {
 		tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, GCSPort(rc)))
 	}
+	configureFT(rc, &tmpl, params, false)
+	configureAuth(rc, &tmpl)
 	finishPod(rc, &tmpl, params, false, opts)
 	return tmpl
 }
@@ -176,9 +180,6 @@ func podAnnotations(rc *rayv1.RayCluster, template map[string]string, head bool)
 	out := make(map[string]string, len(template)+2)
 	for k, v := range template {
 		out[k] = v
-	}
-	if head {
-		out[constants.AnnotationFTEnabled] = "false"
 	}
 	if isTrue(rc.Annotations[constants.AnnotationOverwriteContainerCmd]) {
 		out[constants.AnnotationOverwriteContainerCmd] = "true"

@@ -40,8 +40,18 @@ const (
 const (
 	// AnnotationOverwriteContainerCmd "true" leaves the Ray container command as the user wrote it.
 	AnnotationOverwriteContainerCmd = "ray.io/overwrite-container-cmd"
-	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "false" on head pods.
+	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "true" or "false" on head pods.
 	AnnotationFTEnabled = "ray.io/ft-enabled"
+	// AnnotationExternalStorageNS is the legacy Redis key namespace of a cluster; kray writes it on the head pod.
+	AnnotationExternalStorageNS = "ray.io/external-storage-namespace"
+	// AnnotationGCSFTDeletionTimeout is how many seconds the Redis cleanup may hold a deleted cluster (default 300).
+	AnnotationGCSFTDeletionTimeout = "ray.io/gcs-ft-deletion-timeout"
+	// AnnotationEnableServeService "true" creates the serve Service.
+	AnnotationEnableServeService = "ray.io/enable-serve-service"
+	// AnnotationDisableProvisionedHeadRestart "true" keeps a missing head down once the cluster was provisioned.
+	AnnotationDisableProvisionedHeadRestart = "ray.io/disable-provisioned-head-restart"
+	// AnnotationIngressClass on the RayCluster becomes the Ingress class; every other annotation is copied.
+	AnnotationIngressClass = "kubernetes.io/ingress.class"
 	// AnnotationSpecHash on a workload holds the hash of the spec kray last wrote, so unchanged specs are not rewritten.
 	AnnotationSpecHash = "kray.io/spec-hash"
 	// AnnotationRestartPolicy records the restartPolicy the user asked for when kray had to render Always for Kruise.

@@ -53,3 +53,28 @@ func WorkerCloneSet(cluster, group string) string {
 func AutoscalerRBAC(cluster string) string {
 	return Shorten(cluster, MaxObjectName)
 }
+
+// AuthSecret is the Secret kray generates for Ray token auth, "<cluster>".
+func AuthSecret(cluster string) string {
+	return Shorten(cluster, MaxObjectName)
+}
+
+// GCSStoragePVC is the operator-managed PVC of the embedded GCS store, "<cluster>-gcs-pvc".
+func GCSStoragePVC(cluster string) string {
+	return Shorten(cluster+"-gcs-pvc", MaxObjectName)
+}
+
+// HeadIngress is the Ingress in front of the head's dashboard, "<cluster>-head-ingress".
+func HeadIngress(cluster string) string {
+	return Shorten(cluster+"-head-ingress", MaxObjectName)
+}
+
+// ServeService is the Service in front of Ray Serve on every pod, "<cluster>-serve-svc".
+func ServeService(cluster string) string {
+	return Shorten(cluster+"-serve-svc", MaxObjectName)
+}
+
+// RedisCleanupJob is the Job that deletes a deleted cluster's GCS data from Redis, "<cluster>-redis-cleanup".
+func RedisCleanupJob(cluster string) string {
+	return Shorten(cluster+"-redis-cleanup", MaxObjectName)
+}

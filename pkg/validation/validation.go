@@ -78,7 +78,16 @@ func Spec(rc *rayv1.RayCluster) error {
 			return err
 		}
 	}
-	return autoscalerRules(rc, autoscaling, v2)
+	if err := ftRules(rc); err != nil {
+		return err
+	}
+	if err := autoscalerRules(rc, autoscaling, v2); err != nil {
+		return err
+	}
+	if err := authRules(rc); err != nil {
+		return err
+	}
+	return unsupportedRules(rc)
 }
 
 func groupParams(group string, params, resources map[string]string) error {

@@ -72,6 +72,46 @@ func TestSpec(t *testing.T) {
 			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 			rc.Spec.WorkerGroupSpecs[0].Suspend = ptr.To(true)
 		}), "cannot be suspended with Autoscaler enabled"},
+		{"ft annotation and options", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{"ray.io/ft-enabled": "true"}
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+		}), "ray.io/ft-enabled annotation and GcsFaultToleranceOptions are both set"},
+		{"redis address env without ft", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "RAY_REDIS_ADDRESS", Value: "r:1"}}
+		}), "RAY_REDIS_ADDRESS is set which implicitly enables GCS fault tolerance"},
+		{"redis-password param with options", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+			rc.Spec.HeadGroupSpec.RayStartParams = map[string]string{"redis-password": "x"}
+		}), "cannot set `redis-password` in rayStartParams"},
+		{"rocksdb with redis address", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{Backend: rayv1.GcsFTBackendRocksDB, RedisAddress: "redis:6379"}
+		}), "cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'"},
+		{"redis with storage", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379", Storage: &rayv1.GcsEmbeddedStorage{}}
+		}), "cannot set GcsFaultToleranceOptions.Storage when backend is 'redis'"},
+		{"redis username env", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "REDIS_USERNAME", Value: "u"}}
+		}), "cannot set redis username in rayStartParams or environment variables"},
+		{"token auth without rayVersion", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+		}), "RayVersion was not specified"},
+		{"token auth with old Ray", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.RayVersion = "2.51.0"
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+		}), "minimum Ray version is 2.52.0, got 2.51.0"},
+		{"k8s token auth with a secret", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.RayVersion = "2.55.0"
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, EnableK8sTokenAuth: ptr.To(true), SecretName: ptr.To("s")}
+		}), "authOptions.enableK8sTokenAuth is enabled and authOptions.secretName is also set"},
+		{"k8s token auth without token mode", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{EnableK8sTokenAuth: ptr.To(true)}
+		}), "authOptions.mode not set to 'token'"},
+		{"token auth valid", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.RayVersion = "2.52.0"
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+		}), ""},
+		{"network policy", cluster(func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }), "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate"},
 		{"rolling update valid", rolling(ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(0))), ""},
 		{"maxUnavailable 0", rolling(ptr.To(intstr.FromInt32(0)), nil), "rollingUpdate.maxUnavailable must be at least 1, got 0"},
 		{"maxUnavailable 0%", rolling(ptr.To(intstr.FromString("0%")), nil), `maxUnavailable must be an integer or a percentage between 1% and 100%, got "0%"`},

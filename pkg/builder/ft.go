@@ -1,0 +1,252 @@
+package builder
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// GCS fault tolerance and token auth: env vars, volumes and objects, as KubeRay renders them.
+const (
+	envRedisAddress           = "RAY_REDIS_ADDRESS"
+	envRedisUsername          = "REDIS_USERNAME"
+	envRedisPassword          = "REDIS_PASSWORD"
+	envExternalStorageNS      = "RAY_external_storage_namespace"
+	envGCSReconnectTimeout    = "RAY_gcs_rpc_server_reconnect_timeout_s"
+	gcsReconnectTimeoutWorker = "600"
+	envGCSStorage             = "RAY_gcs_storage"
+	envGCSStoragePath         = "RAY_gcs_storage_path"
+	gcsStorageRocksDB         = "rocksdb"
+	gcsStorageVolume          = "gcs-storage"
+	gcsStorageMountPath       = "/data/gcs"
+	envAuthMode               = "RAY_AUTH_MODE"
+	envAuthToken              = "RAY_AUTH_TOKEN"
+	envK8sTokenAuth           = "RAY_ENABLE_K8S_TOKEN_AUTH"
+	rayTokenVolume            = "ray-token"
+	rayTokenMountPath         = "/var/run/secrets/ray.io/serviceaccount"
+	// AuthTokenKey is the key of the token in the auth Secret.
+	AuthTokenKey = "auth_token"
+)
+
+// FTEnabled reports whether GCS fault tolerance is on: gcsFaultToleranceOptions is set, or the legacy
+// ray.io/ft-enabled annotation is "true".
+func FTEnabled(rc *rayv1.RayCluster) bool {
+	return rc.Spec.GcsFaultToleranceOptions != nil || strings.EqualFold(rc.Annotations[constants.AnnotationFTEnabled], "true")
+}
+
+// FTEmbedded reports whether GCS fault tolerance uses the embedded RocksDB store.
+func FTEmbedded(rc *rayv1.RayCluster) bool {
+	o := rc.Spec.GcsFaultToleranceOptions
+	return o != nil && o.Backend == rayv1.GcsFTBackendRocksDB
+}
+
+// FTRedis reports whether GCS fault tolerance uses an external Redis (the default backend).
+func FTRedis(rc *rayv1.RayCluster) bool {
+	return FTEnabled(rc) && !FTEmbedded(rc)
+}
+
+// ExternalStorageNamespace is the Redis key namespace of the cluster: the option, else the legacy
+// annotation, else the cluster's UID.
+func ExternalStorageNamespace(rc *rayv1.RayCluster) string {
+	if o := rc.Spec.GcsFaultToleranceOptions; o != nil && o.ExternalStorageNamespace != "" {
+		return o.ExternalStorageNamespace
+	}
+	if v, ok := rc.Annotations[constants.AnnotationExternalStorageNS]; ok {
+		return v
+	}
+	return string(rc.UID)
+}
+
+// GCSStoragePVCName is the PVC of the embedded store: the user's claimName, else "<cluster>-gcs-pvc".
+func GCSStoragePVCName(rc *rayv1.RayCluster) string {
+	if o := rc.Spec.GcsFaultToleranceOptions; o != nil && o.Storage != nil && o.Storage.ClaimName != "" {
+		return o.Storage.ClaimName
+	}
+	return names.GCSStoragePVC(rc.Name)
+}
+
+// configureFT adds GCS fault tolerance settings: the head's ray.io/ft-enabled annotation always; with FT on,
+// the workers' GCS reconnect timeout, and on the head the Redis address, credentials and storage namespace
+// (params gets redis-username/redis-password referring to the env vars) or the RocksDB env and volume.
+func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[string]string, head bool) {
+	on := FTEnabled(rc)
+	if head {
+		tmpl.Annotations[constants.AnnotationFTEnabled] = boolString(on)
+	}
+	if !on {
+		return
+	}
+	ray := &tmpl.Spec.Containers[constants.RayContainerIndex]
+	if !head {
+		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSReconnectTimeout, Value: gcsReconnectTimeoutWorker})
+		return
+	}
+	if FTEmbedded(rc) {
+		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSStorage, Value: gcsStorageRocksDB}, corev1.EnvVar{Name: envGCSStoragePath, Value: gcsStorageMountPath})
+		mount := corev1.VolumeMount{Name: gcsStorageVolume, MountPath: gcsStorageMountPath}
+		if s := rc.Spec.GcsFaultToleranceOptions.Storage; s != nil {
+			mount.SubPath = s.SubPath
+		}
+		ray.VolumeMounts = append(ray.VolumeMounts, mount)
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: gcsStorageVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: GCSStoragePVCName(rc)}}})
+		return
+	}
+	ns := ExternalStorageNamespace(rc)
+	tmpl.Annotations[constants.AnnotationExternalStorageNS] = ns
+	appendEnvIfAbsent(ray, corev1.EnvVar{Name: envExternalStorageNS, Value: ns})
+	o := rc.Spec.GcsFaultToleranceOptions
+	if o == nil {
+		// Legacy annotation mode: a literal redis-password start param also feeds the cleanup Job's env.
+		if v, ok := params["redis-password"]; ok {
+			appendEnvIfAbsent(ray, corev1.EnvVar{Name: envRedisPassword, Value: v})
+		}
+		return
+	}
+	ray.Env = append(ray.Env, corev1.EnvVar{Name: envRedisAddress, Value: o.RedisAddress})
+	if o.RedisUsername != nil {
+		params["redis-username"] = "$" + envRedisUsername
+		ray.Env = append(ray.Env, corev1.EnvVar{Name: envRedisUsername, Value: o.RedisUsername.Value, ValueFrom: o.RedisUsername.ValueFrom})
+	}
+	if o.RedisPassword != nil {
+		params["redis-password"] = "$" + envRedisPassword
+		ray.Env = append(ray.Env, corev1.EnvVar{Name: envRedisPassword, Value: o.RedisPassword.Value, ValueFrom: o.RedisPassword.ValueFrom})
+	}
+}
+
+// GCSStoragePVC is the operator-managed PVC of the embedded RocksDB store, or nil when the user brings a
+// claim or the backend is not RocksDB. With deletionPolicy DeleteWithCluster (the default) the RayCluster
+// owns it, so it is deleted with the cluster.
+func GCSStoragePVC(rc *rayv1.RayCluster) *corev1.PersistentVolumeClaim {
+	if !FTEmbedded(rc) {
+		return nil
+	}
+	s := rc.Spec.GcsFaultToleranceOptions.Storage
+	if s != nil && s.ClaimName != "" {
+		return nil
+	}
+	size := resource.MustParse("1Gi")
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	var class *string
+	retain := false
+	if s != nil {
+		if s.Size != nil {
+			size = *s.Size
+		}
+		if len(s.AccessModes) > 0 {
+			modes = s.AccessModes
+		}
+		class = s.StorageClassName
+		retain = s.DeletionPolicy != nil && *s.DeletionPolicy == rayv1.RetainGCSStorageDeletionPolicy
+	}
+	meta := objectMeta(rc, GCSStoragePVCName(rc), map[string]string{constants.LabelCluster: rc.Name})
+	if retain {
+		meta.OwnerReferences = nil
+	}
+	return &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      modes,
+			StorageClassName: class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+}
+
+// AuthEnabled reports whether Ray token authentication is on (authOptions.mode is token).
+func AuthEnabled(rc *rayv1.RayCluster) bool {
+	return rc.Spec.AuthOptions != nil && rc.Spec.AuthOptions.Mode == rayv1.AuthModeToken
+}
+
+// K8sTokenAuth reports whether Ray delegates token checks to the Kubernetes API server.
+func K8sTokenAuth(rc *rayv1.RayCluster) bool {
+	return rc.Spec.AuthOptions != nil && ptr.Deref(rc.Spec.AuthOptions.EnableK8sTokenAuth, false)
+}
+
+// AuthSecretName is the Secret holding the token: authOptions.secretName, else the (checked) cluster name.
+func AuthSecretName(rc *rayv1.RayCluster) string {
+	if a := rc.Spec.AuthOptions; a != nil && ptr.Deref(a.SecretName, "") != "" {
+		return *a.SecretName
+	}
+	return names.AuthSecret(rc.Name)
+}
+
+// AuthSecret is the Secret kray generates for token auth, holding token under auth_token; nil when auth is
+// off, the user named a Secret, or Kubernetes token auth is used.
+func AuthSecret(rc *rayv1.RayCluster, token string) *corev1.Secret {
+	if !AuthEnabled(rc) || K8sTokenAuth(rc) || ptr.Deref(rc.Spec.AuthOptions.SecretName, "") != "" {
+		return nil
+	}
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(rc, AuthSecretName(rc), map[string]string{constants.LabelCluster: rc.Name}),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{AuthTokenKey: []byte(token)},
+	}
+}
+
+// configureAuth adds token auth to the Ray container and the wait-gcs-ready init container, and with
+// Kubernetes token auth the projected ServiceAccount token volume.
+func configureAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
+	if !AuthEnabled(rc) {
+		return
+	}
+	authEnv(rc, &tmpl.Spec.Containers[constants.RayContainerIndex])
+	if K8sTokenAuth(rc) && !hasVolume(tmpl.Spec.Volumes, rayTokenVolume) {
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: rayTokenVolume, VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
+	}
+	for i := range tmpl.Spec.InitContainers {
+		if tmpl.Spec.InitContainers[i].Name == constants.WaitGCSReadyInitContainerName {
+			authEnv(rc, &tmpl.Spec.InitContainers[i])
+		}
+	}
+}
+
+// authEnv sets RAY_AUTH_MODE and either the Kubernetes token auth switch and mount or RAY_AUTH_TOKEN from
+// the auth Secret, leaving values the user set.
+func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
+	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthMode, Value: string(rayv1.AuthModeToken)})
+	if K8sTokenAuth(rc) {
+		appendEnvIfAbsent(c, corev1.EnvVar{Name: envK8sTokenAuth, Value: "true"})
+		if !hasMountNamed(c.VolumeMounts, rayTokenVolume) {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: rayTokenVolume, MountPath: rayTokenMountPath, ReadOnly: true})
+		}
+		return
+	}
+	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: AuthSecretName(rc)}, Key: AuthTokenKey}}})
+}
+
+func hasVolume(vs []corev1.Volume, name string) bool {
+	for _, v := range vs {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasMountNamed(ms []corev1.VolumeMount, name string) bool {
+	for _, m := range ms {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
