@@ -42,6 +42,7 @@ type options struct {
 	clusterDomain string
 	secureMetrics bool
 	rayGCSAddress string
+	redisCleanup  bool
 	gates         featuregate.MutableFeatureGate
 }
 
@@ -57,6 +58,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
 	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
+	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", true, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted (KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP)")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	zopts := zap.Options{}
@@ -134,7 +136,8 @@ func run(o options) error {
 		Options:   builder.Options{ClusterDomain: o.clusterDomain, Version: version},
 		Ray:       &ray.GRPCDialer{},
 
-		RayGCSAddress: o.rayGCSAddress,
+		RayGCSAddress:       o.rayGCSAddress,
+		DisableRedisCleanup: !o.redisCleanup,
 	}
 	setup := controller.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {

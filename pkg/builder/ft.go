@@ -3,6 +3,7 @@ package builder
 import (
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,4 +250,50 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// NodeTypeRedisCleanup is the ray.io/node-type of the Redis cleanup Job's pod.
+const NodeTypeRedisCleanup = "redis-cleanup"
+
+// redisCleanupScript deletes the cluster's storage namespace from Redis with Ray's own helper, and exits
+// non-zero when Ray reports that it could not.
+const redisCleanupScript = `echo "Deleting this RayCluster's GCS data from Redis; see https://docs.ray.io/en/master/cluster/kubernetes/user-guides/kuberay-gcs-ft.html to do it by hand." && python -c "
+import os, sys
+from urllib.parse import urlparse
+from ray._private.gcs_utils import cleanup_redis_storage
+address = os.getenv('RAY_REDIS_ADDRESS', '').split(',')[0]
+url = urlparse(address if '://' in address else 'redis://' + address)
+kwargs = dict(host=url.hostname, port=url.port, password=os.getenv('REDIS_PASSWORD', url.password or ''),
+              use_ssl=url.scheme == 'rediss', storage_namespace=os.getenv('RAY_external_storage_namespace'))
+if 'REDIS_USERNAME' in os.environ:
+    kwargs['username'] = os.getenv('REDIS_USERNAME', url.username)
+sys.exit(0 if cleanup_redis_storage(**kwargs) else 1)
+"`
+
+// RedisCleanupJob is the Job that deletes a deleted cluster's GCS data from Redis: the head pod's Ray
+// container (same image, env and Redis credentials) running Ray's cleanup helper once, within 300 s.
+func RedisCleanupJob(rc *rayv1.RayCluster, opts Options) *batchv1.Job {
+	tmpl := HeadPodTemplate(rc, opts)
+	tmpl.Labels[constants.LabelNodeType] = NodeTypeRedisCleanup
+	ray := tmpl.Spec.Containers[constants.RayContainerIndex]
+	ray.Command = []string{"/bin/bash", "-c", "--"}
+	ray.Args = []string{redisCleanupScript}
+	ray.LivenessProbe, ray.ReadinessProbe = nil, nil
+	ray.Ports = nil
+	ray.Env = append(ray.Env, corev1.EnvVar{Name: "RAY_redis_db_connect_retries", Value: "120"}, corev1.EnvVar{Name: "RAY_redis_db_connect_wait_milliseconds", Value: "500"})
+	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	ray.Resources = corev1.ResourceRequirements{Limits: limits, Requests: limits.DeepCopy()}
+	tmpl.Spec.Containers = []corev1.Container{ray}
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	meta := objectMeta(rc, names.RedisCleanupJob(rc.Name), tmpl.Labels)
+	meta.Annotations = tmpl.Annotations
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To[int64](300),
+			Template:              tmpl,
+		},
+	}
 }

@@ -89,6 +89,15 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	if pvc := builder.GCSStoragePVC(rc); pvc != nil {
 		objs = append(objs, pvc)
 	}
+	if ing := builder.HeadIngress(rc); ing != nil {
+		objs = append(objs, ing)
+	}
+	if svc := builder.ServeService(rc); svc != nil {
+		objs = append(objs, svc)
+	}
+	if builder.FTRedis(rc) {
+		objs = append(objs, builder.RedisCleanupJob(rc, opts))
+	}
 	var buf bytes.Buffer
 	for _, o := range objs {
 		out, err := yaml.Marshal(o)

@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"errors"
 	"fmt"
 	"time"
@@ -39,6 +40,13 @@ type Reconciler struct {
 	// RayGCSAddress, when set, is the GCS address of every cluster instead of its head Service (an operator
 	// outside the cluster network).
 	RayGCSAddress string
+
+	// DisableRedisCleanup leaves Redis GCS fault tolerant clusters without the cleanup finalizer (KubeRay's
+	// ENABLE_GCS_FT_REDIS_CLEANUP=false).
+	DisableRedisCleanup bool
+
+	// createdSecrets remembers the auth Secrets known to exist (kray cannot read Secrets).
+	createdSecrets sync.Map
 }
 
 // phase is one named step of a reconcile. It may append events to be emitted after the status write.
@@ -86,7 +94,11 @@ func (r *Reconciler) phases() []phase {
 	return []phase{
 		{"preflight", r.preflightNewCluster},
 		{"autoscaler-rbac", r.reconcileAutoscalerRBAC},
+		{"ingress", r.reconcileIngress},
+		{"auth-secret", r.reconcileAuthSecret},
 		{"head-service", r.reconcileHeadService},
+		{"serve-service", r.reconcileServeService},
+		{"gcs-pvc", r.reconcileGCSStoragePVC},
 		{"head-statefulset", r.reconcileHeadStatefulSet},
 		{"worker-clonesets", r.reconcileWorkerGroups},
 		{"worker-drain", r.reconcileDrains},
@@ -103,8 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !managedByKray(rc) || rc.DeletionTimestamp != nil {
+	if !managedByKray(rc) {
 		return ctrl.Result{}, nil
+	}
+	if rc.DeletionTimestamp != nil {
+		return r.finalize(ctx, rc)
 	}
 	s := &state{rc: rc, effective: effectiveCluster(rc)}
 	obs := status.Observed{}
@@ -117,6 +132,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var syncErr error
 	if obs.InvalidSpec == nil {
+		// The finalizer comes first, before anything that holds Redis data exists.
+		// A finalizer write changes no generation, so the reconcile that creates the rest is requeued.
+		if wrote, err := r.ensureFinalizer(ctx, rc); wrote || err != nil {
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
 		for _, w := range validation.Warnings(rc) {
 			s.warn(w.Reason, "%s", w.Message)
 		}

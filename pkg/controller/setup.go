@@ -6,7 +6,9 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -32,6 +34,10 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -40,7 +46,11 @@ import (
 // RayClusters are read and only their status is written (never the spec). Kruise workloads
 // are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
 // read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
-// restartPolicy-Never template. Services and the autoscaler's RBAC are created once, never updated. The
+// restartPolicy-Never template, patched to put or release the drain hook label. Services and the
+// autoscaler's RBAC are created once, never updated. Secrets are only created (a generated Ray auth token),
+// never read. PVCs (the embedded GCS store) are created; Ingresses created and kept to the spec; Jobs (the
+// Redis cleanup of a deleted cluster) created and read. RayCluster patch also writes the Redis cleanup
+// finalizer. The
 // operator grants the autoscaler's Role, so it must hold those pod and raycluster verbs itself (it does:
 // get/list/watch on pods; patch on pods and pods/resize and rayclusters below).
 // +kubebuilder:rbac:groups="",resources=pods;pods/resize,verbs=patch
@@ -57,13 +67,16 @@ func CacheOptions(namespaces []string) cache.Options {
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                {Label: sel.Label},
-			&corev1.Service{}:            {Label: sel.Label},
-			&corev1.ServiceAccount{}:     {Label: sel.Label},
-			&rbacv1.Role{}:               {Label: sel.Label},
-			&rbacv1.RoleBinding{}:        {Label: sel.Label},
-			&kruisev1alpha1.CloneSet{}:   {Label: sel.Label},
-			&kruisev1beta1.StatefulSet{}: {Label: sel.Label},
+			&corev1.Pod{}:                   {Label: sel.Label},
+			&corev1.Service{}:               {Label: sel.Label},
+			&corev1.PersistentVolumeClaim{}: {Label: sel.Label},
+			&networkingv1.Ingress{}:         {Label: sel.Label},
+			&batchv1.Job{}:                  {Label: sel.Label},
+			&corev1.ServiceAccount{}:        {Label: sel.Label},
+			&rbacv1.Role{}:                  {Label: sel.Label},
+			&rbacv1.RoleBinding{}:           {Label: sel.Label},
+			&kruisev1alpha1.CloneSet{}:      {Label: sel.Label},
+			&kruisev1beta1.StatefulSet{}:    {Label: sel.Label},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -96,6 +109,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 		Owns(&kruisev1alpha1.CloneSet{}).
 		Owns(&kruisev1beta1.StatefulSet{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.Ingress{}).
+		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, podHandler{batch: opts.WorkerPodBatch}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
