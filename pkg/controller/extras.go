@@ -81,4 +81,3 @@ func (r *Reconciler) reconcileGCSStoragePVC(ctx context.Context, s *state) error
 	}
 	return r.createOnce(ctx, s, pvc, &corev1.PersistentVolumeClaim{}, constants.EventCreatedPVC, constants.EventFailedToCreatePVC)
 }
-

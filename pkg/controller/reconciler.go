@@ -4,9 +4,9 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"

@@ -77,6 +77,18 @@ var rejectedAtAdmission = []badInput{
 // InvalidRayClusterSpec event, with nothing created. The last ones pass the CRD (which embeds pod templates
 // without their full validation) and are caught by kray's dry run through Kubernetes' and Kruise's admission.
 var reportedByController = []badInput{
+	{"GCS FT annotation and options together", func(rc *rayv1.RayCluster) {
+		rc.Annotations = map[string]string{"ray.io/ft-enabled": "true"}
+		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+	}, "ray.io/ft-enabled annotation and GcsFaultToleranceOptions are both set"},
+	{"rocksdb backend with a Redis address", func(rc *rayv1.RayCluster) {
+		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{Backend: rayv1.GcsFTBackendRocksDB, RedisAddress: "redis:6379"}
+	}, "cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'"},
+	{"token auth on Ray older than 2.52", func(rc *rayv1.RayCluster) {
+		rc.Spec.RayVersion = "2.46.0"
+		rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+	}, "authOptions.mode is 'token' but minimum Ray version is 2.52.0, got 2.46.0"},
+	{"network policy (not implemented)", func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }, "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate"},
 	{"idleTimeoutSeconds without autoscaler v2", func(rc *rayv1.RayCluster) { group(rc).IdleTimeoutSeconds = ptr.To[int32](30) }, "idleTimeoutSeconds is set, but autoscaler v2 is not enabled"},
 	{"resources in rayStartParams and in the group", func(rc *rayv1.RayCluster) {
 		group(rc).RayStartParams = map[string]string{"num-cpus": "1"}
