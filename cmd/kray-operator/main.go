@@ -138,6 +138,7 @@ func run(o options) error {
 
 		RayGCSAddress:       o.rayGCSAddress,
 		DisableRedisCleanup: !o.redisCleanup,
+		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
 	}
 	setup := controller.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {

@@ -102,3 +102,28 @@ func ServeService(rc *rayv1.RayCluster) *corev1.Service {
 		},
 	}
 }
+
+// HeadlessWorkerService is the headless Service of the cluster's workers, created when some group has
+// numOfHosts above 1, else nil: no ports, not-ready addresses published, for peer discovery between hosts.
+func HeadlessWorkerService(rc *rayv1.RayCluster) *corev1.Service {
+	multiHost := false
+	for i := range rc.Spec.WorkerGroupSpecs {
+		multiHost = multiHost || NumOfHosts(&rc.Spec.WorkerGroupSpecs[i]) > 1
+	}
+	if !multiHost {
+		return nil
+	}
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(rc, names.HeadlessWorkerService(rc.Name), map[string]string{
+			constants.LabelCluster:               rc.Name,
+			constants.LabelHeadlessWorkerService: rc.Name,
+		}),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Type:                     corev1.ServiceTypeClusterIP,
+			PublishNotReadyAddresses: true,
+			Selector:                 map[string]string{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeWorker},
+		},
+	}
+}

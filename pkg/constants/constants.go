@@ -19,6 +19,15 @@ const (
 	LabelAppName = "app.kubernetes.io/name"
 	// LabelCreatedBy is the Kubernetes recommended creator label.
 	LabelCreatedBy = "app.kubernetes.io/created-by"
+	// LabelReplicaIndex numbers a group's replicas 0..n-1, the smallest unused index first (KubeRay's
+	// RayMultiHostIndexing); all hosts of a multi-host replica share it.
+	LabelReplicaIndex = "ray.io/worker-group-replica-index"
+	// LabelReplicaName names a multi-host replica; all its hosts share it.
+	LabelReplicaName = "ray.io/worker-group-replica-name"
+	// LabelHostIndex numbers the hosts of a multi-host replica 0..numOfHosts-1.
+	LabelHostIndex = "ray.io/replica-host-index"
+	// LabelHeadlessWorkerService marks the headless Service of multi-host workers.
+	LabelHeadlessWorkerService = "ray.io/headless-worker-svc"
 	// LabelOriginatedFromCRD says which KubeRay CRD a cluster came from (RayCluster, RayJob, RayService).
 	LabelOriginatedFromCRD = "ray.io/originated-from-crd"
 )

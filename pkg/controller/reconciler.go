@@ -41,6 +41,9 @@ type Reconciler struct {
 	// outside the cluster network).
 	RayGCSAddress string
 
+	// ReplicaIndexing labels worker pods with their replica index and keeps multi-host replicas whole
+	// (KubeRay's RayMultiHostIndexing).
+	ReplicaIndexing bool
 	// DisableRedisCleanup leaves Redis GCS fault tolerant clusters without the cleanup finalizer (KubeRay's
 	// ENABLE_GCS_FT_REDIS_CLEANUP=false).
 	DisableRedisCleanup bool
@@ -97,10 +100,12 @@ func (r *Reconciler) phases() []phase {
 		{"ingress", r.reconcileIngress},
 		{"auth-secret", r.reconcileAuthSecret},
 		{"head-service", r.reconcileHeadService},
+		{"headless-worker-service", r.reconcileHeadlessWorkerService},
 		{"serve-service", r.reconcileServeService},
 		{"gcs-pvc", r.reconcileGCSStoragePVC},
 		{"head-statefulset", r.reconcileHeadStatefulSet},
 		{"worker-clonesets", r.reconcileWorkerGroups},
+		{"replica-labels", r.reconcileReplicaLabels},
 		{"worker-drain", r.reconcileDrains},
 		{"pod-hygiene", r.reconcilePodHygiene},
 	}

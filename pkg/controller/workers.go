@@ -57,7 +57,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 		return nil, notOwnedError("CloneSet", live.Name)
 	}
 	observed := live.DeepCopy()
-	if !cloneSetMayDiffer(live, desired, group) {
+	if !cloneSetMayDiffer(live, desired, group) && r.atomicHosts(group) <= 1 {
 		return observed, nil
 	}
 	var plan scale.Plan
@@ -70,7 +70,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 			return false, err
 		}
 		templateChanged := live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]
-		if !templateChanged && !plan.Changed(scaleInput(live, desired, group, nil, s.rc)) {
+		if !templateChanged && !plan.Changed(r.scaleInput(live, desired, group, nil, s.rc)) {
 			return false, nil
 		}
 		if templateChanged {
@@ -96,10 +96,21 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	if len(plan.Named) > 0 {
 		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
 	}
+	if len(plan.Replaced) > 0 {
+		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: a multi-host replica lost a host; asked CloneSet %s to replace its other hosts %s", group.GroupName, desired.Name, strings.Join(plan.Replaced, ", "))
+	}
 	if plan.Replicas != before {
 		s.normal(constants.EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
 	}
 	return observed, nil
+}
+
+// atomicHosts is the group's numOfHosts when replicas are kept whole (replica indexing on), else 1.
+func (r *Reconciler) atomicHosts(group *rayv1.WorkerGroupSpec) int32 {
+	if !r.ReplicaIndexing {
+		return 1
+	}
+	return builder.NumOfHosts(group)
 }
 
 // cloneSetMayDiffer is the cheap, cache-based check that avoids a fresh read when nothing can change.
@@ -113,7 +124,7 @@ func cloneSetMayDiffer(live, desired *kruisev1alpha1.CloneSet, group *rayv1.Work
 // computes the CloneSet's replicas and podsToDelete.
 func (r *Reconciler) planScale(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) (scale.Plan, error) {
 	var pods []corev1.Pod
-	if len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0 {
+	if len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0 || r.atomicHosts(group) > 1 {
 		list := &corev1.PodList{}
 		sel := client.MatchingLabels{constants.LabelCluster: s.rc.Name}
 		if err := r.APIReader.List(ctx, list, client.InNamespace(s.rc.Namespace), sel); err != nil {
@@ -121,11 +132,12 @@ func (r *Reconciler) planScale(ctx context.Context, s *state, group *rayv1.Worke
 		}
 		pods = list.Items
 	}
-	return scale.Compute(scaleInput(live, desired, group, pods, s.rc)), nil
+	return scale.Compute(r.scaleInput(live, desired, group, pods, s.rc)), nil
 }
 
-func scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec, pods []corev1.Pod, rc *rayv1.RayCluster) scale.Input {
+func (r *Reconciler) scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec, pods []corev1.Pod, rc *rayv1.RayCluster) scale.Input {
 	return scale.Input{
+		NumOfHosts:          r.atomicHosts(group),
 		CloneSetUID:         live.UID,
 		CurrentReplicas:     ptr.Deref(live.Spec.Replicas, 0),
 		CurrentPodsToDelete: live.Spec.ScaleStrategy.PodsToDelete,
@@ -136,7 +148,6 @@ func scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroup
 	}
 }
 
-// deleteRemovedGroups deletes the CloneSets this cluster owns whose group is no longer in the spec.
 // drainRemovedGroup reports whether a removed group's CloneSet may be deleted. With workerDrain set, it first
 // scales the CloneSet to 0, so that its pods go through the drain hook, and waits until they are gone;
 // deleting the CloneSet right away would delete them without a drain.
@@ -175,6 +186,7 @@ func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruise
 	return true, nil
 }
 
+// deleteRemovedGroups deletes the CloneSets this cluster owns whose group is no longer in the spec.
 func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted map[string]bool) error {
 	list := &kruisev1alpha1.CloneSetList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name}); err != nil {

@@ -15,8 +15,14 @@ import (
 // delayed. Beta, on by default.
 const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 
+// RayMultiHostIndexing labels worker pods with their replica index and, for groups with numOfHosts above
+// 1, their replica name and host index, and keeps those replicas whole (KubeRay's gate of the same name).
+// Beta, on by default.
+const RayMultiHostIndexing featuregate.Feature = "RayMultiHostIndexing"
+
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	WorkerPodEventBatching: {Default: true, PreRelease: featuregate.Beta},
+	RayMultiHostIndexing:   {Default: true, PreRelease: featuregate.Beta},
 }
 
 // New returns a feature gate with kray's features at their defaults.

@@ -78,3 +78,8 @@ func ServeService(cluster string) string {
 func RedisCleanupJob(cluster string) string {
 	return Shorten(cluster+"-redis-cleanup", MaxObjectName)
 }
+
+// HeadlessWorkerService is the headless Service of multi-host workers, "<cluster>-headless".
+func HeadlessWorkerService(cluster string) string {
+	return Shorten(cluster+"-headless", MaxObjectName)
+}

@@ -26,6 +26,9 @@ type Input struct {
 	Pods []corev1.Pod
 	// Autoscaling forbids lowering replicas by more pods than are named for deletion.
 	Autoscaling bool
+	// NumOfHosts above 1 makes the group's replicas atomic: a named host takes its whole replica along, a
+	// replica that lost a host is replaced whole, and a scale-down removes whole replicas.
+	NumOfHosts int32
 }
 
 // Ignored is a workersToDelete name that kray did not pass to the CloneSet, with the reason.
@@ -40,6 +43,9 @@ type Plan struct {
 	PodsToDelete []string
 	// Named are live pods newly added to podsToDelete.
 	Named []string
+	// Replaced are the live hosts of multi-host replicas that lost a host, newly added to podsToDelete
+	// without lowering replicas: the CloneSet recreates them, and they form a new replica.
+	Replaced []string
 	// Ignored are names kray could not act on: dead pods and other groups' pods. Names of pods that are
 	// gone or terminating are done, not ignored.
 	Ignored []Ignored
@@ -73,7 +79,11 @@ func Compute(in Input) Plan {
 			plan.PodsToDelete = append(plan.PodsToDelete, name)
 		}
 	}
-	for _, name := range dedupe(in.WorkersToDelete) {
+	names := dedupe(in.WorkersToDelete)
+	if in.NumOfHosts > 1 {
+		names = expandToReplicas(names, in.Pods, in.CloneSetUID)
+	}
+	for _, name := range names {
 		p := byName[name]
 		switch {
 		case p == nil, p.DeletionTimestamp != nil && IsControlledBy(p, in.CloneSetUID):
@@ -97,7 +107,39 @@ func Compute(in Input) Plan {
 			plan.Replicas = floor
 		}
 	}
+	if in.NumOfHosts > 1 {
+		plan.atomicReplicas(in, listed)
+	}
 	return plan
+}
+
+// atomicReplicas keeps a multi-host group's replicas whole: the rest of a replica that lost a host is
+// replaced, and a scale-down that nobody named is done by naming whole replicas (without autoscaling; with
+// it, only the autoscaler names pods).
+func (plan *Plan) atomicReplicas(in Input, listed map[string]bool) {
+	for _, name := range brokenReplicaMembers(in.Pods, in.CloneSetUID, in.NumOfHosts) {
+		if !listed[name] {
+			listed[name] = true
+			plan.Replaced = append(plan.Replaced, name)
+			plan.PodsToDelete = append(plan.PodsToDelete, name)
+		}
+	}
+	if in.Autoscaling {
+		return
+	}
+	active := 0
+	for i := range in.Pods {
+		if IsActive(&in.Pods[i], in.CloneSetUID) && !listed[in.Pods[i].Name] {
+			active++
+		}
+	}
+	if excess := active - int(plan.Replicas); excess > 0 {
+		for _, name := range wholeReplicaVictims(in.Pods, in.CloneSetUID, excess, listed) {
+			listed[name] = true
+			plan.Named = append(plan.Named, name)
+			plan.PodsToDelete = append(plan.PodsToDelete, name)
+		}
+	}
 }
 
 // IsActive reports whether the CloneSet counts pod p: controlled by uid, not terminating, not exited.
