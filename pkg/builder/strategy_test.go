@@ -3,6 +3,7 @@ package builder_test
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -54,5 +55,29 @@ func TestWorkerCloneSetRollingKnobs(t *testing.T) {
 	}
 	if len(cs.Spec.Template.Spec.InitContainers) != 1 {
 		t.Errorf("outside RollingUpdate the wait-gcs-ready init container stays: %d init containers", len(cs.Spec.Template.Spec.InitContainers))
+	}
+}
+
+// The recreate hash ignores what the autoscaler and external controllers change, and follows the rest.
+func TestRecreateHash(t *testing.T) {
+	rc := load(t, "testdata/recreate.input.yaml")
+	base := builder.RecreateHash(rc)
+	scaled := rc.DeepCopy()
+	scaled.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](4)
+	scaled.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](9)
+	scaled.Spec.WorkerGroupSpecs[0].ScaleStrategy.WorkersToDelete = []string{"x"}
+	scaled.Spec.WorkerGroupSpecs[0].Template.Spec.Tolerations = []corev1.Toleration{{Key: "kueue"}}
+	scaled.Spec.UpgradeStrategy = nil
+	if got := builder.RecreateHash(scaled); got != base {
+		t.Errorf("hash changed with replicas, bounds, workersToDelete, tolerations or upgradeStrategy: %s != %s", got, base)
+	}
+	changed := rc.DeepCopy()
+	changed.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	if builder.RecreateHash(changed) == base {
+		t.Error("hash ignored a worker image change")
+	}
+	head := builder.HeadStatefulSet(rc, builder.Options{})
+	if head.Spec.Template.Annotations[constants.AnnotationRecreateHash] != base {
+		t.Error("the head template does not carry the recreate hash")
 	}
 }

@@ -1,7 +1,9 @@
 package builder
 
 import (
+	"crypto/sha1" //nolint:gosec // KubeRay's hash, for equality only
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"math"
@@ -44,6 +46,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 		replicas = 0
 	}
 	template := HeadPodTemplate(rc, opts)
+	template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
 	if Rolling(rc) {
@@ -87,6 +90,10 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	replicas := GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
 	template := WorkerPodTemplate(rc, group, opts)
+	if RecreateOnChange(rc) {
+		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
+		template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
+	}
 	strategy := kruisev1alpha1.CloneSetUpdateStrategy{
 		Type:           kruisev1alpha1.RecreateCloneSetUpdateStrategyType,
 		Partition:      ptr.To(intstr.FromInt32(0)),
@@ -219,4 +226,27 @@ func saturate(n int64) int32 {
 		return math.MaxInt32
 	}
 	return int32(n)
+}
+
+// RecreateHash is KubeRay's ray.io/upgrade-strategy-recreate-hash: base32hex of the SHA-1 of the spec's JSON
+// with the fields that must not restart pods muted (replicas, min/max, workersToDelete, every template's
+// tolerations and scheduling gates, and upgradeStrategy itself).
+func RecreateHash(rc *rayv1.RayCluster) string {
+	spec := rc.Spec.DeepCopy()
+	spec.UpgradeStrategy = nil
+	spec.HeadGroupSpec.Template.Spec.Tolerations = nil
+	spec.HeadGroupSpec.Template.Spec.SchedulingGates = nil
+	for i := range spec.WorkerGroupSpecs {
+		g := &spec.WorkerGroupSpecs[i]
+		g.Replicas, g.MinReplicas, g.MaxReplicas = nil, nil, nil
+		g.ScaleStrategy.WorkersToDelete = nil
+		g.Template.Spec.Tolerations = nil
+		g.Template.Spec.SchedulingGates = nil
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		panic(err) // API types always marshal
+	}
+	sum := sha1.Sum(data)
+	return base32.HexEncoding.EncodeToString(sum[:])
 }

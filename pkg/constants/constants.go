@@ -51,6 +51,9 @@ const (
 	AnnotationOverwriteContainerCmd = "ray.io/overwrite-container-cmd"
 	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "true" or "false" on head pods.
 	AnnotationFTEnabled = "ray.io/ft-enabled"
+	// AnnotationRecreateHash on the head pod (and, under upgradeStrategy Recreate, every pod) is the hash of
+	// the spec the pod was built from, as KubeRay writes it.
+	AnnotationRecreateHash = "ray.io/upgrade-strategy-recreate-hash"
 	// AnnotationExternalStorageNS is the legacy Redis key namespace of a cluster; kray writes it on the head pod.
 	AnnotationExternalStorageNS = "ray.io/external-storage-namespace"
 	// AnnotationGCSFTDeletionTimeout is how many seconds the Redis cleanup may hold a deleted cluster (default 300).

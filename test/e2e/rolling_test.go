@@ -251,3 +251,31 @@ func TestUpgradeStrategyNoneReportsStalePods(t *testing.T) {
 	created, deleted := ledger.counts(t, rc)
 	g.Expect([]int{created, deleted}).To(Equal([]int{3, 0}))
 }
+
+// upgradeStrategy Recreate follows KubeRay's spec hash: scaling (what the autoscaler writes) restarts
+// nothing, while a change to one worker group recreates every pod, the head included.
+func TestUpgradeStrategyRecreateFollowsSpecHash(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	recreate := rayv1.RayClusterRecreate
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &recreate}
+	rc := create(t, sample)
+	waitReady(t, rc, 2)
+	before := uids(clusterPods(g, rc))
+	update(t, rc, func(c *rayv1.RayCluster) { group(c).Replicas = ptr.To[int32](3) })
+	waitReady(t, rc, 3)
+	after := uids(clusterPods(g, rc))
+	for name, uid := range before {
+		g.Expect(after).To(HaveKeyWithValue(name, uid), "scaling recreated %s", name)
+	}
+	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
+	g.Eventually(func(g Gomega) {
+		pods := clusterPods(g, rc)
+		g.Expect(pods).To(HaveLen(4))
+		for _, p := range pods {
+			g.Expect(after).NotTo(ContainElement(p.UID), "pod %s was not recreated", p.Name)
+		}
+	}, readyTimeout, poll).Should(Succeed())
+	waitReady(t, rc, 3)
+}
