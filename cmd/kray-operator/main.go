@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
@@ -43,6 +44,11 @@ type options struct {
 	secureMetrics bool
 	rayGCSAddress string
 	redisCleanup  bool
+	initInjection bool
+	probes        bool
+	loginShell    bool
+	headClusterIP bool
+	resync        time.Duration
 	gates         featuregate.MutableFeatureGate
 }
 
@@ -59,12 +65,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
 	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
 	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", true, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted (KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP)")
+	fs.BoolVar(&o.initInjection, "enable-init-container-injection", true, "add the wait-gcs-ready init container to worker pods (KubeRay's ENABLE_INIT_CONTAINER_INJECTION); it is left out under upgradeStrategy RollingUpdate anyway")
+	fs.BoolVar(&o.probes, "enable-probes-injection", true, "add liveness and readiness probes to Ray containers that have none (KubeRay's ENABLE_PROBES_INJECTION)")
+	fs.BoolVar(&o.loginShell, "enable-login-shell", false, "run the generated Ray command in a login shell, bash -lc (KubeRay's ENABLE_LOGIN_SHELL)")
+	fs.BoolVar(&o.headClusterIP, "enable-head-cluster-ip-service", false, "give the default head Service a cluster IP instead of making it headless (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE)")
+	fs.DurationVar(&o.resync, "raycluster-resync-period", 5*time.Minute, "how often a settled RayCluster is reconciled without any event (KubeRay's RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV)")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	zopts := zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, zopts, err
+	}
+	if o.resync < time.Second {
+		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
 	}
 	if o.concurrency < 1 {
 		return o, zopts, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.concurrency)
@@ -133,8 +147,10 @@ func run(o options) error {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
-		Options:   builder.Options{ClusterDomain: o.clusterDomain, Version: version},
-		Ray:       &ray.GRPCDialer{},
+		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
+			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},
+		ResyncPeriod: o.resync,
+		Ray:          &ray.GRPCDialer{},
 
 		RayGCSAddress:       o.rayGCSAddress,
 		DisableRedisCleanup: !o.redisCleanup,

@@ -175,7 +175,7 @@ func mustJSON(v map[string]float64) string {
 
 // containerCommand returns the Ray container's command and args after KubeRay's rewrite: the user's own
 // command runs first, then `ulimit; ray start`. It returns ok=false when the command must be left alone.
-func containerCommand(c corev1.Container, startCmd string, overwrite bool) (command, args []string, ok bool) {
+func containerCommand(c corev1.Container, startCmd string, overwrite, login bool) (command, args []string, ok bool) {
 	var user string
 	for _, part := range c.Command {
 		user += " " + part + " "
@@ -190,5 +190,9 @@ func containerCommand(c corev1.Container, startCmd string, overwrite bool) (comm
 	if user != "" {
 		generated = user + " && " + generated
 	}
-	return []string{"/bin/bash", "-c", "--"}, []string{generated}, true
+	shell := "-c"
+	if login {
+		shell = "-lc"
+	}
+	return []string{"/bin/bash", shell, "--"}, []string{generated}, true
 }

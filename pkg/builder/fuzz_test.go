@@ -55,7 +55,7 @@ func FuzzBuilders(f *testing.F) {
 func checkBuilt(t *testing.T, rc *rayv1.RayCluster) {
 	t.Helper()
 	opts := builder.Options{}
-	builder.HeadService(rc)
+	builder.HeadService(rc, builder.Options{})
 	if builder.AutoscalingEnabled(rc) {
 		builder.AutoscalerServiceAccount(rc)
 		builder.AutoscalerRole(rc)

@@ -76,7 +76,7 @@ func load(t *testing.T, path string) *rayv1.RayCluster {
 func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	t.Helper()
 	opts := builder.Options{Version: "v0.0.0-golden"}
-	objs := []any{builder.HeadService(rc), builder.HeadStatefulSet(rc, opts)}
+	objs := []any{builder.HeadService(rc, opts), builder.HeadStatefulSet(rc, opts)}
 	for i := range rc.Spec.WorkerGroupSpecs {
 		objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts, false))
 	}

@@ -15,6 +15,17 @@ type Options struct {
 	ClusterDomain string
 	// Version is kray's version, reported to Ray's usage stats; empty means "dev".
 	Version string
+	// NoInitContainerInjection leaves out the workers' wait-gcs-ready init container
+	// (KubeRay's ENABLE_INIT_CONTAINER_INJECTION=false).
+	NoInitContainerInjection bool
+	// NoProbesInjection leaves the Ray container's probes as the user wrote them
+	// (KubeRay's ENABLE_PROBES_INJECTION=false).
+	NoProbesInjection bool
+	// LoginShell runs the generated Ray command in a login shell, bash -lc (KubeRay's ENABLE_LOGIN_SHELL).
+	LoginShell bool
+	// HeadClusterIPService gives the default head Service a cluster IP instead of making it headless
+	// (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE).
+	HeadClusterIPService bool
 }
 
 func (o Options) clusterDomain() string {

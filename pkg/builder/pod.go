@@ -80,7 +80,7 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	setDefault(params, "address", fqdn+":"+GCSPort(rc))
 	tmpl.Labels = podLabels(rc, tmpl.Labels, group.Labels, constants.NodeTypeWorker, group.GroupName)
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, false)
-	if !Rolling(rc) {
+	if !Rolling(rc) && !opts.NoInitContainerInjection {
 		tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, GCSPort(rc)))
 	}
 	configureFT(rc, &tmpl, params, false)
@@ -105,7 +105,7 @@ func finishPod(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[st
 	}
 	addResourceParams(params, ray.Resources)
 	start := rayStartCommand(head, params)
-	if cmd, args, ok := containerCommand(*ray, start, isTrue(rc.Annotations[constants.AnnotationOverwriteContainerCmd])); ok {
+	if cmd, args, ok := containerCommand(*ray, start, isTrue(rc.Annotations[constants.AnnotationOverwriteContainerCmd]), opts.LoginShell); ok {
 		ray.Command, ray.Args = cmd, args
 	}
 	fqdn := HeadServiceFQDN(rc, opts)
@@ -113,7 +113,9 @@ func finishPod(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[st
 		appendEnvIfAbsent(&tmpl.Spec.InitContainers[i], corev1.EnvVar{Name: envFQRayIP, Value: fqdn}, corev1.EnvVar{Name: envRayIP, Value: names.HeadService(rc.Name)})
 	}
 	setRayContainerEnv(rc, ray, head, start, opts)
-	addProbes(rc, ray, head, params)
+	if !opts.NoProbesInjection {
+		addProbes(rc, ray, head, params)
+	}
 	if requested := requestedRestartPolicy(rc, tmpl.Spec.RestartPolicy); requested != "" && requested != corev1.RestartPolicyAlways {
 		tmpl.Annotations[constants.AnnotationRestartPolicy] = string(requested)
 	}

@@ -46,7 +46,7 @@ func HeadServiceLabels(rc *rayv1.RayCluster) map[string]string {
 
 // HeadService is the Service in front of the head pod (KubeRay §4.2): headless unless a type or a custom
 // headService says otherwise, one port per named Ray container port plus metrics.
-func HeadService(rc *rayv1.RayCluster) *corev1.Service {
+func HeadService(rc *rayv1.RayCluster, opts Options) *corev1.Service {
 	labels := HeadServiceLabels(rc)
 	ports := headServicePorts(rc)
 	if custom := rc.Spec.HeadGroupSpec.HeadService; custom != nil {
@@ -78,6 +78,9 @@ func HeadService(rc *rayv1.RayCluster) *corev1.Service {
 	}
 	if svc.Spec.Type == "" || svc.Spec.Type == corev1.ServiceTypeClusterIP {
 		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		if opts.HeadClusterIPService {
+			return svc
+		}
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 		svc.Spec.PublishNotReadyAddresses = true
 	}

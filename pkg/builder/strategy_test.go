@@ -81,3 +81,26 @@ func TestRecreateHash(t *testing.T) {
 		t.Error("the head template does not carry the recreate hash")
 	}
 }
+
+// KubeRay's operator switches, as builder options.
+func TestOperatorSwitches(t *testing.T) {
+	rc := load(t, "testdata/minimal.input.yaml")
+	g := &rc.Spec.WorkerGroupSpecs[0]
+	def := builder.WorkerCloneSet(rc, g, builder.Options{}, false).Spec.Template.Spec
+	off := builder.WorkerCloneSet(rc, g, builder.Options{NoInitContainerInjection: true, NoProbesInjection: true, LoginShell: true}, false).Spec.Template.Spec
+	if len(def.InitContainers) != 1 || len(off.InitContainers) != 0 {
+		t.Errorf("init containers: default %d, switched off %d", len(def.InitContainers), len(off.InitContainers))
+	}
+	if def.Containers[0].ReadinessProbe == nil || off.Containers[0].ReadinessProbe != nil || off.Containers[0].LivenessProbe != nil {
+		t.Error("probes are injected by default and not when switched off")
+	}
+	if def.Containers[0].Command[1] != "-c" || off.Containers[0].Command[1] != "-lc" {
+		t.Errorf("shell: default %v, login %v", def.Containers[0].Command, off.Containers[0].Command)
+	}
+	if svc := builder.HeadService(rc, builder.Options{}); svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("default head Service is not headless: %q", svc.Spec.ClusterIP)
+	}
+	if svc := builder.HeadService(rc, builder.Options{HeadClusterIPService: true}); svc.Spec.ClusterIP != "" || svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("cluster IP head Service: clusterIP %q, publishNotReadyAddresses %v", svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	}
+}

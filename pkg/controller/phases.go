@@ -44,7 +44,7 @@ func (r *Reconciler) reconcileAutoscalerRBAC(ctx context.Context, s *state) erro
 
 // reconcileHeadService creates the head Service once (KubeRay never updates it).
 func (r *Reconciler) reconcileHeadService(ctx context.Context, s *state) error {
-	return r.createOnce(ctx, s, builder.HeadService(s.rc), &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
+	return r.createOnce(ctx, s, builder.HeadService(s.rc, r.Options), &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
 }
 
 // createOnce creates obj if missing and records a Normal event (created) on creation, a Warning (failed) on failure.

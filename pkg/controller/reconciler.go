@@ -41,6 +41,8 @@ type Reconciler struct {
 	// outside the cluster network).
 	RayGCSAddress string
 
+	// ResyncPeriod is how often a settled RayCluster is reconciled without an event; 0 means 5 minutes.
+	ResyncPeriod time.Duration
 	// ReplicaIndexing labels worker pods with their replica index and keeps multi-host replicas whole
 	// (KubeRay's RayMultiHostIndexing).
 	ReplicaIndexing bool
@@ -176,6 +178,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if s.requeueAfter > 0 {
 		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
 	}
+	if r.ResyncPeriod > 0 {
+		return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
+	}
 	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }
 
@@ -183,7 +188,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // caught up by then.
 const conflictRetry = 200 * time.Millisecond
 
-// resyncPeriod is how often a settled RayCluster is reconciled without any event (KubeRay's default).
+// resyncPeriod is how often a settled RayCluster is reconciled without any event, unless ResyncPeriod says
+// otherwise (KubeRay's default).
 const resyncPeriod = 5 * time.Minute
 
 // managedByKray reports whether spec.managedBy leaves the object to kray (unset or KubeRay's value).

@@ -41,7 +41,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			if err := validation.Spec(rc); err != nil {
 				t.Fatalf("input is invalid: %v", err)
 			}
-			objs := []client.Object{builder.HeadService(rc), builder.HeadStatefulSet(rc, builder.Options{})}
+			objs := []client.Object{builder.HeadService(rc, builder.Options{}), builder.HeadStatefulSet(rc, builder.Options{})}
 			for i := range rc.Spec.WorkerGroupSpecs {
 				objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}, false))
 			}
