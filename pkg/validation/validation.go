@@ -57,6 +57,9 @@ func Spec(rc *rayv1.RayCluster) error {
 			return fmt.Errorf("worker group names must be unique: %q is used more than once", g.GroupName)
 		}
 		seen[g.GroupName] = true
+		if errs := utilvalidation.IsValidLabelValue(g.GroupName); len(errs) > 0 {
+			return fmt.Errorf("worker group name %q cannot be used as the ray.io/group pod label: %s", g.GroupName, strings.Join(errs, "; "))
+		}
 		if err := groupParams(g.GroupName, g.RayStartParams, g.Resources); err != nil {
 			return err
 		}

@@ -112,6 +112,7 @@ func TestSpec(t *testing.T) {
 			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
 		}), ""},
 		{"network policy", cluster(func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }), "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate"},
+		{"group name not a label value", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].GroupName = " " }), `worker group name " " cannot be used as the ray.io/group pod label`},
 		{"rolling update valid", rolling(ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(0))), ""},
 		{"maxUnavailable 0", rolling(ptr.To(intstr.FromInt32(0)), nil), "rollingUpdate.maxUnavailable must be at least 1, got 0"},
 		{"maxUnavailable 0%", rolling(ptr.To(intstr.FromString("0%")), nil), `maxUnavailable must be an integer or a percentage between 1% and 100%, got "0%"`},

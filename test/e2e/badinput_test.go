@@ -77,6 +77,7 @@ var rejectedAtAdmission = []badInput{
 // InvalidRayClusterSpec event, with nothing created. The last ones pass the CRD (which embeds pod templates
 // without their full validation) and are caught by kray's dry run through Kubernetes' and Kruise's admission.
 var reportedByController = []badInput{
+	{"group name that is not a label value (found by fuzzing)", func(rc *rayv1.RayCluster) { group(rc).GroupName = "cpu workers" }, `worker group name "cpu workers" cannot be used as the ray.io/group pod label`},
 	{"GCS FT annotation and options together", func(rc *rayv1.RayCluster) {
 		rc.Annotations = map[string]string{"ray.io/ft-enabled": "true"}
 		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
