@@ -131,3 +131,42 @@ func TestMultiHostReplicas(t *testing.T) {
 	g.Expect(replaced).To(Equal(4))
 	waitReady(t, rc, 12)
 }
+
+// The autoscaler removes a multi-host replica by lowering replicas by one and naming one of its hosts (as
+// it does for any group): exactly that replica's hosts go, the other replica is untouched.
+func TestMultiHostAutoscalerScaleDown(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := loadSample(t, "ray-cluster.autoscaler.yaml", ns)
+	w := group(rc)
+	w.Replicas, w.MinReplicas, w.MaxReplicas, w.NumOfHosts = ptr.To[int32](2), ptr.To[int32](0), ptr.To[int32](4), 2
+	create(t, rc)
+	waitReady(t, rc, 4)
+	var hosts map[string][]string
+	g.Eventually(func(g Gomega) {
+		hosts, _ = replicasOf(g, rc, w.GroupName)
+		g.Expect(hosts).To(HaveLen(2))
+	}, readyTimeout, poll).Should(Succeed())
+	var victim corev1.Pod
+	for _, p := range workerPods(g, rc, w.GroupName) {
+		if p.Labels[constants.LabelReplicaIndex] == "1" && p.Labels[constants.LabelHostIndex] == "1" {
+			victim = p
+		}
+	}
+	var doomed, kept []string
+	for _, p := range workerPods(g, rc, w.GroupName) {
+		if p.Labels[constants.LabelReplicaName] == victim.Labels[constants.LabelReplicaName] {
+			doomed = append(doomed, p.Name)
+		} else {
+			kept = append(kept, p.Name)
+		}
+	}
+	as := newAutoscaler(t, rc)
+	as.patch(t, `[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},
+		{"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": [`+quoted(victim.Name)+`]}}]`)
+	waitReady(t, rc, 2)
+	g.Expect(podNames(workerPods(g, rc, w.GroupName))).To(ConsistOf(kept))
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(doomed))
+	created, _ := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1 + 4))
+}
