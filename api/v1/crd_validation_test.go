@@ -2,6 +2,7 @@ package v1_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 // TestCRDPassesAPIServerValidation runs the apiserver's own CRD validation, which compiles every CEL rule and
@@ -262,6 +266,17 @@ func TestKubeRaySamplesAreAccepted(t *testing.T) {
 				// (workerGroupSpecs[].priority); anything kray pruned or defaulted differently remains.
 				if diff := cmp.Diff(theirs.normalize(obj), theirs.prune(ours.normalize(obj))); diff != "" {
 					t.Errorf("stored object differs (-kuberay +kray):\n%s", diff)
+				}
+				// And kray's controller validation, on the object as the API server stores it.
+				rc := &rayv1.RayCluster{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ours.normalize(obj), rc); err != nil {
+					t.Fatal(err)
+				}
+				if rc.Name == "" {
+					rc.Name = "from-generate-name" // a RayJob with generateName; its controller names the cluster
+				}
+				if err := errors.Join(validation.Metadata(rc), validation.Spec(rc)); err != nil {
+					t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
 				}
 			})
 		}

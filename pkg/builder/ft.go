@@ -25,13 +25,14 @@ const (
 	envGCSStorage             = "RAY_gcs_storage"
 	envGCSStoragePath         = "RAY_gcs_storage_path"
 	gcsStorageRocksDB         = "rocksdb"
-	gcsStorageVolume          = "gcs-storage"
-	gcsStorageMountPath       = "/data/gcs"
-	envAuthMode               = "RAY_AUTH_MODE"
-	envAuthToken              = "RAY_AUTH_TOKEN"
-	envK8sTokenAuth           = "RAY_ENABLE_K8S_TOKEN_AUTH"
-	rayTokenVolume            = "ray-token"
-	rayTokenMountPath         = "/var/run/secrets/ray.io/serviceaccount"
+	// GCSStorageVolume and GCSStorageMountPath are the embedded GCS store's volume and mount on the head.
+	GCSStorageVolume    = "gcs-storage"
+	GCSStorageMountPath = "/data/gcs"
+	envAuthMode         = "RAY_AUTH_MODE"
+	envAuthToken        = "RAY_AUTH_TOKEN"
+	envK8sTokenAuth     = "RAY_ENABLE_K8S_TOKEN_AUTH"
+	rayTokenVolume      = "ray-token"
+	rayTokenMountPath   = "/var/run/secrets/ray.io/serviceaccount"
 	// AuthTokenKey is the key of the token in the auth Secret.
 	AuthTokenKey = "auth_token"
 )
@@ -90,13 +91,13 @@ func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[
 		return
 	}
 	if FTEmbedded(rc) {
-		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSStorage, Value: gcsStorageRocksDB}, corev1.EnvVar{Name: envGCSStoragePath, Value: gcsStorageMountPath})
-		mount := corev1.VolumeMount{Name: gcsStorageVolume, MountPath: gcsStorageMountPath}
+		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSStorage, Value: gcsStorageRocksDB}, corev1.EnvVar{Name: envGCSStoragePath, Value: GCSStorageMountPath})
+		mount := corev1.VolumeMount{Name: GCSStorageVolume, MountPath: GCSStorageMountPath}
 		if s := rc.Spec.GcsFaultToleranceOptions.Storage; s != nil {
 			mount.SubPath = s.SubPath
 		}
 		ray.VolumeMounts = append(ray.VolumeMounts, mount)
-		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: gcsStorageVolume, VolumeSource: corev1.VolumeSource{
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: GCSStorageVolume, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: GCSStoragePVCName(rc)}}})
 		return
 	}

@@ -77,13 +77,13 @@ func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
 	}
 	head := rc.Spec.HeadGroupSpec.Template.Spec
 	for _, m := range head.Containers[0].VolumeMounts {
-		if m.MountPath == "/data/gcs" || m.Name == "gcs-storage" {
-			return fmt.Errorf("cannot set a volume mount named %q or mounted at %s in the head container when the embedded GCS FT backend is used - it is managed by KubeRay", "gcs-storage", "/data/gcs")
+		if m.MountPath == builder.GCSStorageMountPath || m.Name == builder.GCSStorageVolume {
+			return fmt.Errorf("cannot set a volume mount named %q or mounted at %s in the head container when the embedded GCS FT backend is used - it is managed by KubeRay", builder.GCSStorageVolume, builder.GCSStorageMountPath)
 		}
 	}
 	for _, v := range head.Volumes {
-		if v.Name == "gcs-storage" {
-			return fmt.Errorf("cannot set a volume named %q in the head Pod when the embedded GCS FT backend is used - it is managed by KubeRay", "gcs-storage")
+		if v.Name == builder.GCSStorageVolume {
+			return fmt.Errorf("cannot set a volume named %q in the head Pod when the embedded GCS FT backend is used - it is managed by KubeRay", builder.GCSStorageVolume)
 		}
 	}
 	return nil
