@@ -237,3 +237,36 @@ func TestSuspendDoesNotWaitForDrains(t *testing.T) {
 	}, readyTimeout, poll).Should(Succeed())
 	g.Expect(gcs.drainedPods(rc.Namespace)).To(BeEmpty())
 }
+
+// The operator is killed while a pod waits for its drain: the drain is not asked twice, and the timeout
+// still counts from the first request (recorded in the pod), not from the restart.
+func TestDrainSurvivesOperatorRestart(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh")
+	}
+	const timeout = 6
+	rc := drainCluster(t, 2, timeout, -1)
+	g := NewWithT(t)
+	victim := podNames(workerPods(g, rc, group(rc).GroupName))[0]
+	update(t, rc, func(c *rayv1.RayCluster) {
+		group(c).Replicas = ptr.To[int32](1)
+		group(c).ScaleStrategy.WorkersToDelete = []string{victim}
+	})
+	var started time.Time
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: victim}, p)).To(Succeed())
+		stamp, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+		g.Expect(err).NotTo(HaveOccurred())
+		started = stamp
+	}, readyTimeout, poll).Should(Succeed())
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	hack(t, "operator.sh", "kill")
+	// Stay down past the timeout: a restarted operator must release the pod at once, not start a new timeout.
+	time.Sleep(time.Until(started.Add((timeout + 1) * time.Second)))
+	hack(t, "operator.sh", "start")
+	g.Eventually(func(g Gomega) { g.Expect(podExists(g, rc.Namespace, victim)).To(BeFalse()) }, 3*time.Second, poll).Should(Succeed(),
+		"not released within 3 s of the restart, although its timeout (from %s) had passed", started)
+	g.Expect(drainedNames(gcs.drainedPods(rc.Namespace), rc.Namespace)).To(ConsistOf(victim), "the drain was asked more than once")
+	waitReady(t, rc, 1)
+}
