@@ -169,7 +169,9 @@ func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabelsSelector{Selector: sel.Add(*unhooked)}); err != nil {
 		return fmt.Errorf("list worker pods without the drain hook: %w", err)
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, constants.LabelDrainHook, constants.DrainHookValue)
+	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
+	// next drain gets its own timeout.
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q},"annotations":{%q:null}}}`, constants.LabelDrainHook, constants.DrainHookValue, constants.AnnotationDrainStarted)
 	var errs []error
 	for i := range pods.Items {
 		if pods.Items[i].DeletionTimestamp != nil {

@@ -25,10 +25,17 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
 	if err := r.createOnce(ctx, s, desired, live, constants.EventCreatedIngress, constants.EventFailedToCreateIngress); err != nil || live.UID == "" {
 		return err
 	}
-	if !ownedBy(live, s.rc) || (equality.Semantic.DeepEqual(live.Spec, desired.Spec) && equality.Semantic.DeepEqual(live.Annotations, desired.Annotations)) {
+	if !ownedBy(live, s.rc) || (equality.Semantic.DeepEqual(live.Spec, desired.Spec) && hasAll(live.Annotations, desired.Annotations)) {
 		return nil
 	}
-	live.Spec, live.Annotations = desired.Spec, desired.Annotations
+	// Annotations that others (an ingress controller) add are kept; kray's own are brought back.
+	live.Spec = desired.Spec
+	for k, v := range desired.Annotations {
+		if live.Annotations == nil {
+			live.Annotations = map[string]string{}
+		}
+		live.Annotations[k] = v
+	}
 	if err := r.Client.Update(ctx, live); err != nil {
 		s.warn(constants.EventFailedToUpdateIngress, "Failed to update Ingress %s/%s: %v", live.Namespace, live.Name, err)
 		return fmt.Errorf("update Ingress %s: %w", live.Name, err)
@@ -80,4 +87,14 @@ func (r *Reconciler) reconcileGCSStoragePVC(ctx context.Context, s *state) error
 		return nil
 	}
 	return r.createOnce(ctx, s, pvc, &corev1.PersistentVolumeClaim{}, constants.EventCreatedPVC, constants.EventFailedToCreatePVC)
+}
+
+// hasAll reports whether got holds every key of want with the same value.
+func hasAll(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }
