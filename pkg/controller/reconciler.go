@@ -141,8 +141,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.InvalidSpec == nil {
 		// The finalizer comes first, before anything that holds Redis data exists.
 		// A finalizer write changes no generation, so the reconcile that creates the rest is requeued.
-		if wrote, err := r.ensureFinalizer(ctx, rc); wrote || err != nil {
-			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		switch wrote, err := r.ensureFinalizer(ctx, rc); {
+		case err != nil:
+			return ctrl.Result{}, err
+		case wrote:
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		for _, w := range validation.Warnings(rc) {
 			s.warn(w.Reason, "%s", w.Message)
