@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"testing"
 	"time"
 
@@ -234,4 +235,47 @@ func TestIngressAndServeService(t *testing.T) {
 	g.Expect(svc.Spec.Selector).To(Equal(map[string]string{constants.LabelCluster: rc.Name}))
 	g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Port", int32(8000))))
 	g.Expect(svc.Labels).To(HaveKeyWithValue("ray.io/serve", rc.Name+"-serve"))
+}
+
+// headService, serviceType and ray.io/overwrite-container-cmd: a custom head Service keeps the user's name,
+// annotations and ports (defaults appended, selector forced) and workers dial it; NodePort is honoured and
+// reported in status.endpoints; an overwritten command is left alone while the generated one is in the env.
+func TestHeadServiceOverridesAndCommand(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Annotations = map[string]string{constants.AnnotationOverwriteContainerCmd: "true"}
+	sample.Spec.HeadGroupSpec.ServiceType = corev1.ServiceTypeNodePort
+	sample.Spec.HeadGroupSpec.HeadService = &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "my-head", Annotations: map[string]string{"example.com/lb": "internal"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "custom", Port: 9999}}, Selector: map[string]string{"wrong": "selector"}},
+	}
+	head := &sample.Spec.HeadGroupSpec.Template.Spec.Containers[0]
+	head.Command = []string{"/bin/sh", "-c", "my-wrapper && ray start --head --block"}
+	rc := create(t, sample)
+	waitReady(t, rc, 2)
+
+	svc := &corev1.Service{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "my-head"}, svc)).To(Succeed())
+	g.Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+	g.Expect(svc.Annotations).To(HaveKeyWithValue("example.com/lb", "internal"))
+	g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(constants.LabelNodeType, constants.NodeTypeHead))
+	g.Expect(svc.Spec.Selector).NotTo(HaveKey("wrong"))
+	g.Expect(svc.Spec.Ports).To(ContainElements(HaveField("Name", "custom"), HaveField("Name", "dashboard"), HaveField("Name", "gcs-server")))
+	g.Eventually(func(g Gomega) {
+		cur := get(g, rc)
+		g.Expect(cur.Status.Endpoints).To(HaveKey("dashboard"))
+		for _, p := range svc.Spec.Ports {
+			if p.Name == "dashboard" {
+				g.Expect(cur.Status.Endpoints["dashboard"]).To(Equal(fmt.Sprint(p.NodePort)))
+			}
+		}
+	}, readyTimeout, poll).Should(Succeed())
+
+	hp := headPod(g, rc)
+	g.Expect(rayContainer(hp).Command).To(Equal([]string{"/bin/sh", "-c", "my-wrapper && ray start --head --block"}))
+	g.Expect(env(rayContainer(hp), "KUBERAY_GEN_RAY_START_CMD").Value).To(HavePrefix("ray start --head"))
+	for _, p := range workerPods(g, rc, group(rc).GroupName) {
+		g.Expect(env(rayContainer(&p), "FQ_RAY_IP").Value).To(HavePrefix("my-head." + ns + ".svc."))
+	}
 }
