@@ -23,11 +23,12 @@ import (
 // drainPoll is how often a pod waiting for its Ray node to drain is checked again.
 const drainPoll = time.Second
 
-// reconcileDrains first puts the drain hook on worker pods that predate workerDrain, then walks the worker pods that Kruise holds in PreparingDelete behind kray's drain hook. For
-// each, it asks Ray's GCS once to drain the pod's node (recording when, in the pod), then releases the hook
-// (Kruise deletes the pod) when the node is drained, when Ray has no node for the pod, or when
-// workerDrain.timeoutSeconds has passed. A GCS that cannot be reached only delays the release until the
-// timeout. Without workerDrain (turned off), held pods are released at once.
+// reconcileDrains puts the drain hook on worker pods that predate workerDrain, then walks the worker pods
+// that Kruise holds in PreparingDelete behind that hook. For each, it asks Ray's GCS once to drain the pod's
+// node (recording when, in the pod), then releases the hook (Kruise deletes the pod) when the node is
+// drained, when Ray has no node for the pod, or when workerDrain.timeoutSeconds has passed. A GCS that
+// cannot be reached only delays the release until the timeout. Without workerDrain (turned off), held pods
+// are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	if s.rc.Spec.WorkerDrain != nil && !builder.ClusterSuspended(s.effective) {
 		if err := r.hookExistingPods(ctx, s); err != nil {
