@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -80,7 +81,7 @@ func GCSStoragePVCName(rc *rayv1.RayCluster) string {
 func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[string]string, head bool) {
 	on := FTEnabled(rc)
 	if head {
-		tmpl.Annotations[constants.AnnotationFTEnabled] = boolString(on)
+		tmpl.Annotations[constants.AnnotationFTEnabled] = strconv.FormatBool(on)
 	}
 	if !on {
 		return
@@ -244,13 +245,6 @@ func hasMountNamed(ms []corev1.VolumeMount, name string) bool {
 		}
 	}
 	return false
-}
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }
 
 // NodeTypeRedisCleanup is the ray.io/node-type of the Redis cleanup Job's pod.

@@ -282,13 +282,8 @@ func addEmptyDir(spec *corev1.PodSpec, name, path string, medium corev1.StorageM
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
 		mounted = true
 	}
-	if !mounted {
+	if !mounted || hasVolume(spec.Volumes, name) {
 		return
-	}
-	for _, v := range spec.Volumes {
-		if v.Name == name {
-			return
-		}
 	}
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium, SizeLimit: size}}})
 }

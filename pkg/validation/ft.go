@@ -2,7 +2,9 @@ package validation
 
 import (
 	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
@@ -16,13 +18,9 @@ import (
 func ftRules(rc *rayv1.RayCluster) error {
 	o := rc.Spec.GcsFaultToleranceOptions
 	params := rc.Spec.HeadGroupSpec.RayStartParams
+	env := rc.Spec.HeadGroupSpec.Template.Spec.Containers[constants.RayContainerIndex].Env
 	has := func(name string) bool {
-		for _, e := range rc.Spec.HeadGroupSpec.Template.Spec.Containers[constants.RayContainerIndex].Env {
-			if e.Name == name {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == name })
 	}
 	if rc.Annotations[constants.AnnotationFTEnabled] != "" && o != nil {
 		return fmt.Errorf("%s annotation and GcsFaultToleranceOptions are both set. Please use only GcsFaultToleranceOptions to configure GCS fault tolerance", constants.AnnotationFTEnabled)
