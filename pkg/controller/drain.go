@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,9 +122,9 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 			s.normal(constants.EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
 		}
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, constants.AnnotationDrainStarted, r.now().Format(time.RFC3339))
-	if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("record drain start on pod %s: %w", p.Name, client.IgnoreNotFound(err))
+	start := podMeta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, start); err != nil {
+		return fmt.Errorf("record drain start on pod %s: %w", p.Name, err)
 	}
 	return nil
 }
@@ -133,11 +132,7 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 // releaseDrainHook removes the drain hook label, after which Kruise deletes the pod; took is the time since
 // the drain started (0 when none did).
 func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, constants.LabelDrainHook)
-	if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil
-		}
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, podMeta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
 		s.warn(constants.EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
 		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
 	}
@@ -172,13 +167,16 @@ func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	}
 	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
 	// next drain gets its own timeout.
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q},"annotations":{%q:null}}}`, constants.LabelDrainHook, constants.DrainHookValue, constants.AnnotationDrainStarted)
+	hook := podMeta{
+		Labels:      map[string]*string{constants.LabelDrainHook: ptr.To(constants.DrainHookValue)},
+		Annotations: map[string]*string{constants.AnnotationDrainStarted: nil},
+	}
 	var errs []error
 	for i := range pods.Items {
 		if pods.Items[i].DeletionTimestamp != nil {
 			continue
 		}
-		if err := r.Client.Patch(ctx, &pods.Items[i], client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		if err := r.patchPodMeta(ctx, s.rc.Namespace, pods.Items[i].Name, hook); err != nil {
 			errs = append(errs, fmt.Errorf("label pod %s with the drain hook: %w", pods.Items[i].Name, err))
 		}
 	}

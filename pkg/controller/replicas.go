@@ -2,13 +2,13 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
@@ -45,13 +45,11 @@ func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error
 			return fmt.Errorf("list pods of worker group %s: %w", group.GroupName, err)
 		}
 		for pod, labels := range scale.ReplicaLabels(fresh.Items, cs.UID, group.GroupName, builder.NumOfHosts(group)) {
-			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-			if err != nil {
-				return err
+			meta := podMeta{Labels: map[string]*string{}}
+			for k, v := range labels {
+				meta.Labels[k] = ptr.To(v)
 			}
-			p := &corev1.Pod{}
-			p.Namespace, p.Name = s.rc.Namespace, pod
-			if err := r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			if err := r.patchPodMeta(ctx, s.rc.Namespace, pod, meta); err != nil {
 				errs = append(errs, fmt.Errorf("label pod %s with its replica: %w", pod, err))
 			}
 		}

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,4 +69,21 @@ func ownedBy(obj metav1.Object, rc *rayv1.RayCluster) bool {
 // notOwnedError reports an object in the way that kray did not create.
 func notOwnedError(kind, name string) error {
 	return fmt.Errorf("%s %s exists and is not controlled by this RayCluster; rename or delete it", kind, name)
+}
+
+// podMeta is a JSON merge patch of a pod's labels and annotations; a nil value removes the key.
+type podMeta struct {
+	Labels      map[string]*string `json:"labels,omitempty"`
+	Annotations map[string]*string `json:"annotations,omitempty"`
+}
+
+// patchPodMeta merge-patches the pod's labels and annotations (no resourceVersion: kray owns these keys).
+// A pod that is gone is not an error.
+func (r *Reconciler) patchPodMeta(ctx context.Context, namespace, name string, meta podMeta) error {
+	data, err := json.Marshal(map[string]podMeta{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, data)))
 }
