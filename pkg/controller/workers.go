@@ -30,8 +30,8 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 		if err != nil {
 			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
 		}
-		if builder.Rolling(s.effective) && live != nil && (!status.CloneSetUpdated(live) || live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]) {
-			s.rolloutHeld = true
+		if live != nil {
+			s.holdRolloutUnless(status.CloneSetUpdated(live), live, desired)
 		}
 	}
 	return r.deleteRemovedGroups(ctx, s, wanted)
@@ -57,7 +57,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 		return nil, notOwnedError("CloneSet", live.Name)
 	}
 	observed := live.DeepCopy()
-	if !cloneSetMayDiffer(live, desired, group) && r.atomicHosts(group) <= 1 {
+	if !cloneSetMayDiffer(live, desired, group) && !r.replicasNeedWork(ctx, s, group, live, desired) {
 		return observed, nil
 	}
 	var plan scale.Plan
@@ -111,6 +111,21 @@ func (r *Reconciler) atomicHosts(group *rayv1.WorkerGroupSpec) int32 {
 		return 1
 	}
 	return builder.NumOfHosts(group)
+}
+
+// replicasNeedWork is, for a group whose multi-host replicas kray keeps whole, the cache-based check that a
+// replica lost a host or the group has pods to remove.
+func (r *Reconciler) replicasNeedWork(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) bool {
+	hosts := r.atomicHosts(group)
+	if hosts <= 1 {
+		return false
+	}
+	pods := &corev1.PodList{}
+	sel := client.MatchingLabels{constants.LabelCluster: s.rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group.GroupName}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), sel); err != nil {
+		return true // let the planner's fresh read decide
+	}
+	return scale.ReplicasNeedWork(pods.Items, live.UID, hosts, ptr.Deref(desired.Spec.Replicas, 0))
 }
 
 // cloneSetMayDiffer is the cheap, cache-based check that avoids a fresh read when nothing can change.

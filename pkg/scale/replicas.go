@@ -101,8 +101,7 @@ func suffix(name string) string {
 
 // brokenReplicaMembers lists the active members of multi-host replicas that lost a host (fewer than hosts
 // active members): KubeRay deletes such a replica whole, and its hosts are recreated together.
-func brokenReplicaMembers(pods []corev1.Pod, uid types.UID, hosts int32) []string {
-	reps, _ := replicasOf(pods, uid, true)
+func brokenReplicaMembers(reps map[string]*replica, hosts int32) []string {
 	var out []string
 	for _, r := range reps {
 		if len(r.members) < int(hosts) {
@@ -116,8 +115,7 @@ func brokenReplicaMembers(pods []corev1.Pod, uid types.UID, hosts int32) []strin
 }
 
 // expandToReplicas adds to names every active member of the multi-host replicas that the named pods belong to.
-func expandToReplicas(names []string, pods []corev1.Pod, uid types.UID) []string {
-	reps, _ := replicasOf(pods, uid, true)
+func expandToReplicas(names []string, reps map[string]*replica) []string {
 	byPod := map[string]*replica{}
 	for _, r := range reps {
 		for _, p := range r.members {
@@ -144,8 +142,7 @@ func expandToReplicas(names []string, pods []corev1.Pod, uid types.UID) []string
 
 // wholeReplicaVictims picks at least count pods to remove from a multi-host group without splitting a
 // replica: unlabelled pods first, then whole replicas, the highest index first. listed pods are skipped.
-func wholeReplicaVictims(pods []corev1.Pod, uid types.UID, count int, listed map[string]bool) []string {
-	reps, unlabeled := replicasOf(pods, uid, true)
+func wholeReplicaVictims(reps map[string]*replica, unlabeled []*corev1.Pod, count int, listed map[string]bool) []string {
 	var out []string
 	for _, p := range unlabeled {
 		if len(out) >= count {
@@ -171,4 +168,16 @@ func wholeReplicaVictims(pods []corev1.Pod, uid types.UID, count int, listed map
 		}
 	}
 	return out
+}
+
+// ReplicasNeedWork reports whether a multi-host group's pods, as last seen, call for the planner: a replica
+// lost a host, or the group holds more active pods than desired. The planner itself re-reads the pods; this
+// only spares that read when the cache shows nothing to do.
+func ReplicasNeedWork(pods []corev1.Pod, uid types.UID, hosts, desired int32) bool {
+	reps, unlabeled := replicasOf(pods, uid, true)
+	active := len(unlabeled)
+	for _, r := range reps {
+		active += len(r.members)
+	}
+	return len(brokenReplicaMembers(reps, hosts)) > 0 || active > int(desired)
 }

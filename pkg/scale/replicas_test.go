@@ -83,3 +83,16 @@ func TestAtomicReplicas(t *testing.T) {
 		t.Fatalf("single host: podsToDelete %v", plan.PodsToDelete)
 	}
 }
+
+func TestReplicasNeedWork(t *testing.T) {
+	whole := []corev1.Pod{pod("a0", inReplica("g-a", "0", "0")), pod("a1", inReplica("g-a", "0", "1"))}
+	if ReplicasNeedWork(whole, csUID, 2, 2) {
+		t.Error("a whole replica at the desired size needs no work")
+	}
+	if !ReplicasNeedWork(whole[:1], csUID, 2, 2) {
+		t.Error("a replica that lost a host needs work")
+	}
+	if !ReplicasNeedWork(whole, csUID, 2, 0) {
+		t.Error("more pods than desired needs work")
+	}
+}

@@ -80,8 +80,11 @@ func Compute(in Input) Plan {
 		}
 	}
 	names := dedupe(in.WorkersToDelete)
+	var reps map[string]*replica
+	var unlabeled []*corev1.Pod
 	if in.NumOfHosts > 1 {
-		names = expandToReplicas(names, in.Pods, in.CloneSetUID)
+		reps, unlabeled = replicasOf(in.Pods, in.CloneSetUID, true)
+		names = expandToReplicas(names, reps)
 	}
 	for _, name := range names {
 		p := byName[name]
@@ -108,7 +111,7 @@ func Compute(in Input) Plan {
 		}
 	}
 	if in.NumOfHosts > 1 {
-		plan.atomicReplicas(in, listed)
+		plan.atomicReplicas(in, listed, reps, unlabeled)
 	}
 	return plan
 }
@@ -116,8 +119,8 @@ func Compute(in Input) Plan {
 // atomicReplicas keeps a multi-host group's replicas whole: the rest of a replica that lost a host is
 // replaced, and a scale-down that nobody named is done by naming whole replicas (without autoscaling; with
 // it, only the autoscaler names pods).
-func (plan *Plan) atomicReplicas(in Input, listed map[string]bool) {
-	for _, name := range brokenReplicaMembers(in.Pods, in.CloneSetUID, in.NumOfHosts) {
+func (plan *Plan) atomicReplicas(in Input, listed map[string]bool, reps map[string]*replica, unlabeled []*corev1.Pod) {
+	for _, name := range brokenReplicaMembers(reps, in.NumOfHosts) {
 		if !listed[name] {
 			listed[name] = true
 			plan.Replaced = append(plan.Replaced, name)
@@ -134,7 +137,7 @@ func (plan *Plan) atomicReplicas(in Input, listed map[string]bool) {
 		}
 	}
 	if excess := active - int(plan.Replicas); excess > 0 {
-		for _, name := range wholeReplicaVictims(in.Pods, in.CloneSetUID, excess, listed) {
+		for _, name := range wholeReplicaVictims(reps, unlabeled, excess, listed) {
 			listed[name] = true
 			plan.Named = append(plan.Named, name)
 			plan.PodsToDelete = append(plan.PodsToDelete, name)
