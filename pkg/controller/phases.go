@@ -81,8 +81,7 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 	if !ownedBy(live, s.rc) {
 		return notOwnedError("StatefulSet", live.Name)
 	}
-	s.rolloutHeld = builder.Rolling(s.effective) &&
-		(!status.HeadSetUpdated(live) || live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash])
+	s.holdRolloutUnless(status.HeadSetUpdated(live), live, desired)
 	if !headSetDiffers(live, desired) {
 		return nil
 	}

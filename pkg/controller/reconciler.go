@@ -73,6 +73,14 @@ type state struct {
 	events       []queuedEvent
 }
 
+// holdRolloutUnless holds later groups of a RollingUpdate unless this workload is done: its pods are
+// updated (Kruise's status says so) and kray is not changing its spec in this reconcile.
+func (s *state) holdRolloutUnless(updated bool, live, desired client.Object) {
+	if builder.Rolling(s.effective) && (!updated || live.GetAnnotations()[constants.AnnotationSpecHash] != desired.GetAnnotations()[constants.AnnotationSpecHash]) {
+		s.rolloutHeld = true
+	}
+}
+
 // retryAfter asks for a reconcile within d.
 func (s *state) retryAfter(d time.Duration) {
 	d = max(d, 100*time.Millisecond)
