@@ -22,9 +22,7 @@ import (
 // drainTime (negative: never).
 func drainCluster(t *testing.T, workers int32, timeout int32, drainTime time.Duration) *rayv1.RayCluster {
 	t.Helper()
-	if gcs == nil {
-		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
-	}
+	needFakeGCS(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, drainTime)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -34,6 +32,15 @@ func drainCluster(t *testing.T, workers int32, timeout int32, drainTime time.Dur
 	rc := create(t, sample)
 	waitReady(t, rc, int(workers))
 	return rc
+}
+
+// needFakeGCS skips a test that drains through the fake Ray GCS, which only an operator running out of
+// cluster (hack/e2e.sh) can reach.
+func needFakeGCS(t *testing.T) {
+	t.Helper()
+	if gcs == nil {
+		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
+	}
 }
 
 func podExists(g Gomega, ns, name string) bool {
@@ -132,9 +139,7 @@ func TestDrainTimeoutReleasesPod(t *testing.T) {
 // Turning workerDrain on for a running cluster (upgradeStrategy None, so no template change reaches the
 // pods) still drains its existing workers: kray puts the hook on them.
 func TestDrainEnabledOnRunningCluster(t *testing.T) {
-	if gcs == nil {
-		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
-	}
+	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 500*time.Millisecond)
@@ -162,15 +167,11 @@ func TestDrainEnabledOnRunningCluster(t *testing.T) {
 
 // A rolling recreate (an env change under RollingUpdate) drains each old worker before it goes.
 func TestDrainBeforeRollingRecreate(t *testing.T) {
-	if gcs == nil {
-		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
-	}
+	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 300*time.Millisecond)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	rolling := rayv1.RayClusterRollingUpdate
-	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
 	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
 	group(sample).Replicas = ptr.To[int32](3)
 	group(sample).RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
@@ -200,9 +201,7 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 // Removing a worker group with workerDrain set drains its workers before its CloneSet goes (what KubeRay's
 // proposal #5142 asks for); the other group is untouched.
 func TestDrainOnWorkerGroupRemoval(t *testing.T) {
-	if gcs == nil {
-		t.Skip("needs the fake Ray GCS that hack/e2e.sh serves to an operator running out of cluster")
-	}
+	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 500*time.Millisecond)

@@ -170,9 +170,7 @@ func TestSuspendAndResume(t *testing.T) {
 func TestUpgradeStrategyRecreate(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	recreate := rayv1.RayClusterRecreate
-	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &recreate}
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRecreate)
 	rc := create(t, sample)
 	waitReady(t, rc, 2)
 	before := uids(clusterPods(g, rc))

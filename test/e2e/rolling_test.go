@@ -71,6 +71,14 @@ func (tl *podTimeline) replay(fn func(step int, alive map[string]*corev1.Pod)) {
 	}
 }
 
+// sampleWithStrategy is the sample cluster in ns with the given upgradeStrategy.
+func sampleWithStrategy(t *testing.T, ns string, strategy rayv1.RayClusterUpgradeType) *rayv1.RayCluster {
+	t.Helper()
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &strategy}
+	return sample
+}
+
 func image(p *corev1.Pod) string { return p.Spec.Containers[0].Image }
 
 // updatedAndReady reports whether the pod runs newImage, its status says so, and it is ready.
@@ -92,9 +100,7 @@ func updatedAndReady(p *corev1.Pod) bool {
 func TestRollingUpdateImageInPlace(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	rolling := rayv1.RayClusterRollingUpdate
-	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
 	a := group(sample)
 	a.GroupName, a.Replicas, a.MaxReplicas = "first", ptr.To[int32](4), ptr.To[int32](10)
 	a.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
@@ -184,9 +190,7 @@ func TestRollingUpdateImageInPlace(t *testing.T) {
 func TestRollingUpdateEnvChangeRecreates(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	rolling := rayv1.RayClusterRollingUpdate
-	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
 	w := group(sample)
 	w.Replicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](10)
 	w.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
@@ -257,9 +261,7 @@ func TestUpgradeStrategyNoneReportsStalePods(t *testing.T) {
 func TestUpgradeStrategyRecreateFollowsSpecHash(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	recreate := rayv1.RayClusterRecreate
-	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &recreate}
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRecreate)
 	rc := create(t, sample)
 	waitReady(t, rc, 2)
 	before := uids(clusterPods(g, rc))
