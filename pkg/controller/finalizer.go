@@ -148,8 +148,8 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, rc *rayv1.RayCluster) 
 func (r *Reconciler) patchFinalizers(ctx context.Context, rc *rayv1.RayCluster, finalizers []string) error {
 	cp := rc.DeepCopy()
 	cp.Finalizers = finalizers
-	if err := r.Client.Patch(ctx, cp, client.MergeFromWithOptions(rc, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write finalizers: %w", client.IgnoreNotFound(err))
+	if err := client.IgnoreNotFound(r.Client.Patch(ctx, cp, client.MergeFromWithOptions(rc, client.MergeFromWithOptimisticLock{}))); err != nil {
+		return fmt.Errorf("write finalizers: %w", err)
 	}
 	return nil
 }

@@ -68,9 +68,9 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 	live := &kruisev1beta1.StatefulSet{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, desired); err != nil {
+		if err := ignoreAlreadyExists(r.Client.Create(ctx, desired)); err != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to create head StatefulSet %s: %v", desired.Name, err)
-			return fmt.Errorf("create head StatefulSet %s: %w", desired.Name, ignoreAlreadyExists(err))
+			return fmt.Errorf("create head StatefulSet %s: %w", desired.Name, err)
 		}
 		s.normal(constants.EventCreatedHeadStatefulSet, "Created head Advanced StatefulSet %s/%s", desired.Namespace, desired.Name)
 		return nil

@@ -7,6 +7,7 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,7 +39,10 @@ func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error
 		}
 		cs := &kruisev1alpha1.CloneSet{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.rc.Namespace, Name: names.WorkerCloneSet(s.rc.Name, group.GroupName)}, cs); err != nil {
-			return fmt.Errorf("get CloneSet of worker group %s: %w", group.GroupName, client.IgnoreNotFound(err))
+			if apierrors.IsNotFound(err) {
+				continue // its pods are labelled once the CloneSet that owns them is in the cache
+			}
+			return fmt.Errorf("get CloneSet of worker group %s: %w", group.GroupName, err)
 		}
 		fresh := &corev1.PodList{}
 		if err := r.APIReader.List(ctx, fresh, client.InNamespace(s.rc.Namespace), sel); err != nil {

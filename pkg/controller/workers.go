@@ -43,9 +43,9 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	live := &kruisev1alpha1.CloneSet{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, desired); err != nil {
+		if err := ignoreAlreadyExists(r.Client.Create(ctx, desired)); err != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
-			return nil, fmt.Errorf("create CloneSet %s: %w", desired.Name, ignoreAlreadyExists(err))
+			return nil, fmt.Errorf("create CloneSet %s: %w", desired.Name, err)
 		}
 		s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
 		return nil, nil
