@@ -5,12 +5,12 @@ package status
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -85,11 +85,13 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	return st
 }
 
-// NeedsWrite reports whether new differs from old in anything but lastUpdateTime.
+// NeedsWrite reports whether updated differs from old in anything but lastUpdateTime. It compares
+// semantically: a status read back from the API server has quantities that carry their string form and
+// times in the local zone, which a plain deep comparison would see as changes on every reconcile.
 func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
 	a, b := old.DeepCopy(), updated.DeepCopy()
 	a.LastUpdateTime, b.LastUpdateTime = nil, nil
-	return !reflect.DeepEqual(a, b)
+	return !equality.Semantic.DeepEqual(a, b)
 }
 
 func workers(rc *rayv1.RayCluster, st *rayv1.RayClusterStatus, pods []corev1.Pod) {

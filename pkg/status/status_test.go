@@ -1,6 +1,7 @@
 package status
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -152,5 +153,29 @@ func TestNeedsWrite(t *testing.T) {
 	later := metav1.NewTime(now.Add(time.Minute))
 	if NeedsWrite(st, Compute(rc, Observed{Pods: allReady(), Now: later})) {
 		t.Fatal("an unchanged status must not be written again")
+	}
+}
+
+// The status kray reads back from the API server has been through JSON: its quantities carry their
+// string form and its times the local zone. An unchanged status is still not written again.
+func TestNeedsWriteAfterARoundTrip(t *testing.T) {
+	rc := cluster()
+	st := Compute(rc, Observed{Pods: allReady(), Now: now})
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored rayv1.RayClusterStatus
+	if err := json.Unmarshal(data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	rc.Status = stored
+	if NeedsWrite(stored, Compute(rc, Observed{Pods: allReady(), Now: now})) {
+		t.Fatal("a status read back from the API server must not be written again unchanged")
+	}
+	changed := stored.DeepCopy()
+	changed.DesiredCPU.Add(resource.MustParse("1"))
+	if !NeedsWrite(stored, *changed) {
+		t.Fatal("a changed quantity must be written")
 	}
 }
