@@ -144,8 +144,9 @@ func run(o options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	r := &controller.Reconciler{
-		Client:    mgr.GetClient(),
+		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
+		Writer:    controller.ClientWriter(mgr.GetClient()),
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -29,41 +28,29 @@ const drainPoll = time.Second
 // cannot be reached only delays the release until the timeout. Without workerDrain (turned off), held pods
 // are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
-	if s.rc.Spec.WorkerDrain != nil && !builder.ClusterSuspended(s.effective) {
-		if err := r.hookExistingPods(ctx, s); err != nil {
-			return err
-		}
-	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabels{
-		constants.LabelCluster:              s.rc.Name,
-		constants.LabelNodeType:             constants.NodeTypeWorker,
-		constants.LabelDrainHook:            constants.DrainHookValue,
-		constants.LabelKruiseLifecycleState: constants.KruiseStatePreparingDelete,
-	}); err != nil {
-		return fmt.Errorf("list pods waiting for a drain: %w", err)
+	var errs []error
+	if s.effective.Spec.WorkerDrain != nil && !builder.ClusterSuspended(s.effective) {
+		errs = append(errs, r.hookExistingPods(ctx, s))
 	}
 	var waiting []*corev1.Pod
-	for i := range pods.Items {
-		if pods.Items[i].DeletionTimestamp == nil {
-			waiting = append(waiting, &pods.Items[i])
+	for _, p := range s.children.podsMatching(drainWaitSelector(s.rc.Name)) {
+		if p.DeletionTimestamp == nil {
+			waiting = append(waiting, p)
 		}
 	}
 	if len(waiting) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	if why := drainSkipped(s, r.Ray != nil); why != "" {
-		var errs []error
 		for _, p := range waiting {
 			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDisabled, 0, why))
 		}
 		return errors.Join(errs...)
 	}
-	timeout := time.Duration(ptr.Deref(s.rc.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
+	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
 	gcs := r.gcsAddress(s)
 	nodes, lookupErr := r.rayClient(gcs).Nodes(ctx)
 	now := r.now().Time
-	var errs []error
 	for _, p := range waiting {
 		started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
 		if err != nil {
@@ -93,7 +80,7 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 // Ray client, or the whole cluster is being suspended (its head and GCS go too). Empty means drain.
 func drainSkipped(s *state, haveRay bool) string {
 	switch {
-	case s.rc.Spec.WorkerDrain == nil:
+	case s.effective.Spec.WorkerDrain == nil:
 		return "workerDrain is not set"
 	case !haveRay:
 		return "the operator has no Ray client"
@@ -149,22 +136,33 @@ func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.P
 	return nil
 }
 
-// hookExistingPods puts the drain hook label on running worker pods that lack it: pods created before
-// workerDrain was set, which no template change reaches under upgradeStrategy None.
-func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
+// drainWaitSelector selects a cluster's worker pods that Kruise holds in PreparingDelete behind the drain hook.
+func drainWaitSelector(cluster string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{
+		constants.LabelCluster:              cluster,
+		constants.LabelNodeType:             constants.NodeTypeWorker,
+		constants.LabelDrainHook:            constants.DrainHookValue,
+		constants.LabelKruiseLifecycleState: constants.KruiseStatePreparingDelete,
+	})
+}
+
+// unhookedSelector selects a cluster's running (lifecycle Normal) worker pods without the drain hook label.
+func unhookedSelector(cluster string) labels.Selector {
 	sel := labels.SelectorFromSet(labels.Set{
-		constants.LabelCluster:              s.rc.Name,
+		constants.LabelCluster:              cluster,
 		constants.LabelNodeType:             constants.NodeTypeWorker,
 		constants.LabelKruiseLifecycleState: constants.KruiseStateNormal,
 	})
 	unhooked, err := labels.NewRequirement(constants.LabelDrainHook, selection.DoesNotExist, nil)
 	if err != nil {
-		return err
+		panic(err) // a constant key and operator never fail
 	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabelsSelector{Selector: sel.Add(*unhooked)}); err != nil {
-		return fmt.Errorf("list worker pods without the drain hook: %w", err)
-	}
+	return sel.Add(*unhooked)
+}
+
+// hookExistingPods puts the drain hook label on running worker pods that lack it: pods created before
+// workerDrain was set, which no template change reaches under upgradeStrategy None.
+func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
 	// next drain gets its own timeout.
 	hook := podMeta{
@@ -172,12 +170,12 @@ func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 		Annotations: map[string]*string{constants.AnnotationDrainStarted: nil},
 	}
 	var errs []error
-	for i := range pods.Items {
-		if pods.Items[i].DeletionTimestamp != nil {
+	for _, p := range s.children.podsMatching(unhookedSelector(s.rc.Name)) {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if err := r.patchPodMeta(ctx, s.rc.Namespace, pods.Items[i].Name, hook); err != nil {
-			errs = append(errs, fmt.Errorf("label pod %s with the drain hook: %w", pods.Items[i].Name, err))
+		if err := r.patchPodMeta(ctx, s.rc.Namespace, p.Name, hook); err != nil {
+			errs = append(errs, fmt.Errorf("label pod %s with the drain hook: %w", p.Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -189,7 +187,7 @@ func (r *Reconciler) gcsAddress(s *state) string {
 	if r.RayGCSAddress != "" {
 		return r.RayGCSAddress
 	}
-	return net.JoinHostPort(builder.HeadServiceFQDN(s.rc, r.Options), builder.GCSPort(s.rc))
+	return net.JoinHostPort(builder.HeadServiceFQDN(s.effective, r.Options), builder.GCSPort(s.effective))
 }
 
 // rayClient returns the GCS client for address; a dial error comes back from its calls.

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
-	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +52,7 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 	if !slices.Contains(rc.Finalizers, constants.FinalizerRedisCleanup) {
 		return ctrl.Result{}, nil
 	}
-	s := &state{rc: rc, effective: rc}
+	s := newState(rc, children{})
 	defer r.emit(s)
 	if !builder.FTRedis(rc) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
@@ -62,25 +62,28 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 			rc.Namespace, rc.Name, timeout, constants.FinalizerRedisCleanup, builder.ExternalStorageNamespace(rc))
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
-	if err := r.deleteWorkloads(ctx, rc); err != nil {
+	kids, err := r.readChildren(ctx, rc)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	heads := &corev1.PodList{}
-	if err := r.Client.List(ctx, heads, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeHead}); err != nil {
+	if err := r.deleteWorkloads(ctx, rc, kids); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(heads.Items) > 0 {
+	if len(kids.podsMatching(labels.SelectorFromSet(builder.HeadSelector(rc)))) > 0 {
 		return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 	}
 	job := &batchv1.Job{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: names.RedisCleanupJob(rc.Name)}, job); {
+	switch err := r.Cache.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: names.RedisCleanupJob(rc.Name)}, job); {
 	case apierrors.IsNotFound(err):
 		desired := builder.RedisCleanupJob(rc, r.Options)
-		if err := r.Client.Create(ctx, desired); ignoreAlreadyExists(err) != nil {
+		created, err := r.create(ctx, desired)
+		if err != nil {
 			s.warn(constants.EventFailedToCreateRedisCleanupJob, "Failed to create the Redis cleanup Job %s/%s: %v", desired.Namespace, desired.Name, err)
 			return ctrl.Result{}, fmt.Errorf("create Redis cleanup Job: %w", err)
 		}
-		s.normal(constants.EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, builder.ExternalStorageNamespace(rc))
+		if created {
+			s.normal(constants.EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, builder.ExternalStorageNamespace(rc))
+		}
 		return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 	case err != nil:
 		return ctrl.Result{}, err
@@ -93,28 +96,19 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 
 // deleteWorkloads deletes the cluster's head StatefulSet and worker CloneSets; their pods go with them.
 // While the finalizer holds the RayCluster, the garbage collector would not.
-func (r *Reconciler) deleteWorkloads(ctx context.Context, rc *rayv1.RayCluster) error {
-	in := []client.ListOption{client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name}}
-	heads := &kruisev1beta1.StatefulSetList{}
-	sets := &kruisev1alpha1.CloneSetList{}
-	if err := r.Client.List(ctx, heads, in...); err != nil {
-		return err
-	}
-	if err := r.Client.List(ctx, sets, in...); err != nil {
-		return err
-	}
+func (r *Reconciler) deleteWorkloads(ctx context.Context, rc *rayv1.RayCluster, kids children) error {
 	var objs []client.Object
-	for i := range heads.Items {
-		objs = append(objs, &heads.Items[i])
+	if kids.headSet != nil {
+		objs = append(objs, kids.headSet)
 	}
-	for i := range sets.Items {
-		objs = append(objs, &sets.Items[i])
+	for i := range kids.cloneSets {
+		objs = append(objs, &kids.cloneSets[i])
 	}
 	for _, o := range objs {
 		if o.GetDeletionTimestamp() != nil || !ownedBy(o, rc) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+		if err := r.Writer.Delete(ctx, o.DeepCopyObject().(client.Object), client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete %s: %w", o.GetName(), err)
 		}
 	}
@@ -148,7 +142,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, rc *rayv1.RayCluster) 
 func (r *Reconciler) patchFinalizers(ctx context.Context, rc *rayv1.RayCluster, finalizers []string) error {
 	cp := rc.DeepCopy()
 	cp.Finalizers = finalizers
-	if err := client.IgnoreNotFound(r.Client.Patch(ctx, cp, client.MergeFromWithOptions(rc, client.MergeFromWithOptimisticLock{}))); err != nil {
+	if err := client.IgnoreNotFound(r.Writer.Patch(ctx, cp, client.MergeFromWithOptions(rc, client.MergeFromWithOptimisticLock{}))); err != nil {
 		return fmt.Errorf("write finalizers: %w", err)
 	}
 	return nil

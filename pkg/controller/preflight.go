@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,17 +22,16 @@ func (e errRejected) Unwrap() error { return e.err }
 // has no head workload yet, so that a template Kubernetes or Kruise rejects (the CRD embeds pod templates
 // without their full validation) creates nothing at all instead of a head without workers.
 func (r *Reconciler) preflightNewCluster(ctx context.Context, s *state) error {
-	head := builder.HeadStatefulSet(s.effective, r.Options)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(head), &kruisev1beta1.StatefulSet{})
-	if !apierrors.IsNotFound(err) {
-		return err // exists (nil) or cannot tell
+	if s.children.headSet != nil {
+		return nil
 	}
+	head := builder.HeadStatefulSet(s.effective, r.Options)
 	objs := []client.Object{head}
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], r.Options, false))
 	}
 	for _, obj := range objs {
-		err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+		err := r.Writer.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 		case rejection(err):

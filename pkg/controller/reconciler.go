@@ -1,11 +1,12 @@
-// Package controller is kray's RayCluster reconciler: it loads a RayCluster, runs a fixed list of phases
-// that write Kruise workloads and their companions, and writes the status once.
+// Package controller is kray's RayCluster reconciler: it loads a RayCluster and its children once, runs a
+// fixed list of phases that write Kruise workloads and their companions, and writes the status once.
 package controller
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,12 +28,14 @@ import (
 
 // Reconciler reconciles RayClusters into Kruise workloads.
 type Reconciler struct {
-	// Client reads from the informer cache and writes to the API server.
-	Client client.Client
-	// APIReader reads from the API server directly; used where a stale read could delete the wrong pod.
+	// Cache reads from the informer cache.
+	Cache client.Reader
+	// APIReader reads from the API server directly; used only where a stale read could name the wrong pod.
 	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Options   builder.Options
+	// Writer makes every write.
+	Writer   Writer
+	Recorder record.EventRecorder
+	Options  builder.Options
 	// Now returns the current time; tests may pin it.
 	Now func() time.Time
 	// Ray dials Ray GCS servers to drain worker nodes; nil releases pods without draining.
@@ -54,77 +57,61 @@ type Reconciler struct {
 	createdSecrets sync.Map
 }
 
-// phase is one named step of a reconcile. It may append events to be emitted after the status write.
+// The phases, in the order they run.
+const (
+	phasePreflight        = "preflight"
+	phaseAutoscalerRBAC   = "autoscaler-rbac"
+	phaseIngress          = "ingress"
+	phaseAuthSecret       = "auth-secret"
+	phaseHeadService      = "head-service"
+	phaseHeadlessService  = "headless-worker-service"
+	phaseServeService     = "serve-service"
+	phaseGCSStorage       = "gcs-pvc"
+	phaseHeadStatefulSet  = "head-statefulset"
+	phaseWorkerCloneSets  = "worker-clonesets"
+	phaseReplicaLabels    = "replica-labels"
+	phaseWorkerDrain      = "worker-drain"
+	phaseDeadPodsDeletion = "pod-hygiene"
+)
+
+// phase is one named step of a reconcile. It may queue events, to be emitted after the status write.
 type phase struct {
 	name string
 	run  func(ctx context.Context, s *state) error
-}
-
-// state is what the phases of one reconcile share.
-type state struct {
-	rc *rayv1.RayCluster
-	// effective is rc with spec.suspend forced on while a suspension is completing; builders read it.
-	effective *rayv1.RayCluster
-	// rolloutHeld is set while a RollingUpdate is still updating an earlier group (the head, or a worker group
-	// before the current one): later groups keep their update paused, so groups update one at a time.
-	rolloutHeld bool
-	// requeueAfter, when set, asks for the next reconcile sooner than the resync (a drain being waited for).
-	requeueAfter time.Duration
-	events       []queuedEvent
-}
-
-// holdRolloutUnless holds later groups of a RollingUpdate unless this workload is done: its pods are
-// updated (Kruise's status says so) and kray is not changing its spec in this reconcile.
-func (s *state) holdRolloutUnless(updated bool, live, desired client.Object) {
-	if builder.Rolling(s.effective) && (!updated || live.GetAnnotations()[constants.AnnotationSpecHash] != desired.GetAnnotations()[constants.AnnotationSpecHash]) {
-		s.rolloutHeld = true
-	}
-}
-
-// retryAfter asks for a reconcile within d.
-func (s *state) retryAfter(d time.Duration) {
-	d = max(d, 100*time.Millisecond)
-	if s.requeueAfter == 0 || d < s.requeueAfter {
-		s.requeueAfter = d
-	}
-}
-
-type queuedEvent struct {
-	warning bool
-	reason  string
-	message string
-}
-
-func (s *state) normal(reason, format string, args ...any) {
-	s.events = append(s.events, queuedEvent{reason: reason, message: fmt.Sprintf(format, args...)})
-}
-
-func (s *state) warn(reason, format string, args ...any) {
-	s.events = append(s.events, queuedEvent{warning: true, reason: reason, message: fmt.Sprintf(format, args...)})
+	// needs are earlier phases without whose success this one is skipped: the preflight, and what the pods
+	// of the workload it writes refer to (a ServiceAccount, a Secret, a claim).
+	needs []string
 }
 
 func (r *Reconciler) phases() []phase {
 	return []phase{
-		{"preflight", r.preflightNewCluster},
-		{"autoscaler-rbac", r.reconcileAutoscalerRBAC},
-		{"ingress", r.reconcileIngress},
-		{"auth-secret", r.reconcileAuthSecret},
-		{"head-service", r.reconcileHeadService},
-		{"headless-worker-service", r.reconcileHeadlessWorkerService},
-		{"serve-service", r.reconcileServeService},
-		{"gcs-pvc", r.reconcileGCSStoragePVC},
-		{"head-statefulset", r.reconcileHeadStatefulSet},
-		{"worker-clonesets", r.reconcileWorkerGroups},
-		{"replica-labels", r.reconcileReplicaLabels},
-		{"worker-drain", r.reconcileDrains},
-		{"pod-hygiene", r.reconcilePodHygiene},
+		{name: phasePreflight, run: r.preflightNewCluster},
+		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC},
+		{name: phaseIngress, run: r.reconcileIngress},
+		{name: phaseAuthSecret, run: r.reconcileAuthSecret},
+		{name: phaseHeadService, run: r.reconcileHeadService},
+		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService},
+		{name: phaseServeService, run: r.reconcileServeService},
+		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC},
+		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
+		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}},
+		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
+		{name: phaseWorkerDrain, run: r.reconcileDrains},
+		{name: phaseDeadPodsDeletion, run: r.deleteDeadPods},
 	}
 }
 
 // Reconcile brings one RayCluster's Kruise workloads to its spec and writes its status once.
+//
+// Error and event policy: a failing phase does not stop the phases that do not need it (an Ingress the API
+// server refuses never holds up the autoscaler's scale-down); their errors are joined, reported in the
+// status and returned. Events about what this reconcile wrote are emitted whatever happens to the status
+// write, because the writes happened; events about status transitions are queued only once the status
+// write succeeded, so a write that conflicts and is repeated never announces a transition twice. Reconcile
+// returns either a result or an error, never both.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rc := &rayv1.RayCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 		}
@@ -136,7 +123,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if rc.DeletionTimestamp != nil {
 		return r.finalize(ctx, rc)
 	}
-	s := &state{rc: rc, effective: effectiveCluster(rc)}
+	kids, err := r.readChildren(ctx, rc)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read the cluster's children: %w", err)
+	}
+	s := newState(rc, kids)
 	obs := status.Observed{}
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata
@@ -145,7 +136,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidSpec
 		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
 	}
-	var syncErr error
 	if obs.InvalidSpec == nil {
 		// The finalizer comes first, before anything that holds Redis data exists.
 		// A finalizer write changes no generation, so the reconcile that creates the rest is requeued.
@@ -158,40 +148,69 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for _, w := range validation.Warnings(rc) {
 			s.warn(w.Reason, "%s", w.Message)
 		}
-		for _, p := range r.phases() {
-			start := time.Now()
-			err := p.run(ctx, s)
-			metrics.ObservePhase(p.name, time.Since(start), err)
-			if err != nil {
-				syncErr = fmt.Errorf("phase %s: %w", p.name, err)
-				break
-			}
+		rejected, failures := splitRejected(r.runPhases(ctx, s))
+		if rejected != nil {
+			obs.InvalidSpec, obs.InvalidReason = rejected, constants.ReasonRejectedByAdmission
+			s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, rejected)
 		}
+		obs.SyncError = failures
 	}
-	if isRejected(syncErr) {
-		obs.InvalidSpec, obs.InvalidReason, syncErr = syncErr, constants.ReasonRejectedByAdmission, nil
-		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, obs.InvalidSpec)
-	}
-	obs.SyncError = syncErr
 	statusErr := r.writeStatus(ctx, s, obs)
 	r.emit(s)
-	if errors.Is(statusErr, errStatusConflict) {
-		return ctrl.Result{RequeueAfter: conflictRetry}, syncErr
+	return r.result(s, obs, statusErr)
+}
+
+// runPhases runs every phase whose needs succeeded and returns each failing phase's error, wrapped with the
+// phase's name.
+func (r *Reconciler) runPhases(ctx context.Context, s *state) []error {
+	var errs []error
+	for _, p := range r.phases() {
+		if slices.ContainsFunc(p.needs, func(n string) bool { return s.failed[n] }) {
+			s.failed[p.name] = true
+			continue
+		}
+		start := time.Now()
+		err := p.run(ctx, s)
+		metrics.ObservePhase(p.name, time.Since(start), err)
+		if err != nil {
+			s.failed[p.name] = true
+			errs = append(errs, fmt.Errorf("phase %s: %w", p.name, err))
+		}
 	}
-	if syncErr != nil || statusErr != nil {
-		return ctrl.Result{}, errors.Join(syncErr, statusErr)
+	return errs
+}
+
+// splitRejected separates the errors that refuse the spec itself (admission) from the others, joining each.
+func splitRejected(errs []error) (rejected, failures error) {
+	var r, f []error
+	for _, err := range errs {
+		if isRejected(err) {
+			r = append(r, err)
+		} else {
+			f = append(f, err)
+		}
 	}
-	// An invalid spec is reported, not retried: the next spec change triggers a new reconcile. A valid one
-	// is re-checked periodically as a safety net; watches drive every normal change.
-	if obs.InvalidSpec != nil {
+	return errors.Join(r...), errors.Join(f...)
+}
+
+// result turns the outcome of a reconcile into what controller-runtime needs: an error (retried with
+// backoff), or a result.
+func (r *Reconciler) result(s *state, obs status.Observed, statusErr error) (ctrl.Result, error) {
+	conflict := errors.Is(statusErr, errStatusConflict)
+	switch {
+	case obs.SyncError != nil || (statusErr != nil && !conflict):
+		return ctrl.Result{}, errors.Join(obs.SyncError, statusErr)
+	case conflict:
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case obs.InvalidSpec != nil:
+		// An invalid spec is reported, not retried: the next spec change triggers a new reconcile.
 		return ctrl.Result{}, nil
-	}
-	if s.requeueAfter > 0 {
+	case s.requeueAfter > 0:
 		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
-	}
-	if r.ResyncPeriod > 0 {
+	case r.ResyncPeriod > 0:
 		return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
 	}
+	// A valid spec is re-checked periodically as a safety net; watches drive every normal change.
 	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }
 
@@ -208,17 +227,7 @@ func managedByKray(rc *rayv1.RayCluster) bool {
 	return rc.Spec.ManagedBy == nil || *rc.Spec.ManagedBy == rayv1.KubeRayOperatorManagedBy
 }
 
-// effectiveCluster returns rc, or a copy with spec.suspend on while a started suspension completes.
-func effectiveCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
-	if builder.ClusterSuspended(rc) || !status.EffectiveSuspend(rc) {
-		return rc
-	}
-	cp := rc.DeepCopy()
-	on := true
-	cp.Spec.Suspend = &on
-	return cp
-}
-
+// emit sends the queued events.
 func (r *Reconciler) emit(s *state) {
 	for _, e := range s.events {
 		kind := corev1.EventTypeNormal
@@ -227,6 +236,7 @@ func (r *Reconciler) emit(s *state) {
 		}
 		r.Recorder.Event(s.rc, kind, e.reason, e.message)
 	}
+	s.events = nil
 }
 
 func (r *Reconciler) now() metav1.Time {
@@ -234,12 +244,4 @@ func (r *Reconciler) now() metav1.Time {
 		return metav1.NewTime(r.Now().UTC().Truncate(time.Second))
 	}
 	return metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-}
-
-// ignoreAlreadyExists treats a lost create race as success: the object exists, which is what was wanted.
-func ignoreAlreadyExists(err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,8 +17,9 @@ import (
 
 // reconcileReplicaLabels labels new worker pods with their replica index, and the hosts of a multi-host
 // replica with its shared name and their host index (KubeRay's RayMultiHostIndexing). Kruise creates pods
-// from one template, so kray adds these labels right after creation. A group is re-read from the API server
-// before labelling, so an index is never handed out twice from a stale cache.
+// from one template, so kray adds these labels right after creation. A group with an unlabelled pod in the
+// cache is listed again from the API server before labelling, so an index is never handed out twice from
+// a stale view.
 func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error {
 	if !r.ReplicaIndexing {
 		return nil
@@ -29,24 +27,18 @@ func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error
 	var errs []error
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
-		sel := client.MatchingLabels{constants.LabelCluster: s.rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group.GroupName}
-		cached := &corev1.PodList{}
-		if err := r.Client.List(ctx, cached, client.InNamespace(s.rc.Namespace), sel); err != nil {
-			return fmt.Errorf("list pods of worker group %s: %w", group.GroupName, err)
-		}
-		if !anyUnlabeled(cached.Items) {
+		if !anyUnlabeled(s.children.groupPods(s.effective, group.GroupName)) {
 			continue
 		}
-		cs := &kruisev1alpha1.CloneSet{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.rc.Namespace, Name: names.WorkerCloneSet(s.rc.Name, group.GroupName)}, cs); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // its pods are labelled once the CloneSet that owns them is in the cache
-			}
-			return fmt.Errorf("get CloneSet of worker group %s: %w", group.GroupName, err)
+		cs := s.children.cloneSet(names.WorkerCloneSet(s.rc.Name, group.GroupName))
+		if cs == nil {
+			continue // its pods are labelled once the CloneSet that owns them is in the cache
 		}
 		fresh := &corev1.PodList{}
+		sel := client.MatchingLabels(builder.WorkerSelector(s.effective, group.GroupName))
 		if err := r.APIReader.List(ctx, fresh, client.InNamespace(s.rc.Namespace), sel); err != nil {
-			return fmt.Errorf("list pods of worker group %s: %w", group.GroupName, err)
+			errs = append(errs, fmt.Errorf("list pods of worker group %s: %w", group.GroupName, err))
+			continue
 		}
 		for pod, labels := range scale.ReplicaLabels(fresh.Items, cs.UID, group.GroupName, builder.NumOfHosts(group)) {
 			meta := podMeta{Labels: map[string]*string{}}
@@ -69,14 +61,4 @@ func anyUnlabeled(pods []corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// reconcileHeadlessWorkerService creates, once, the headless Service through which the hosts of multi-host
-// replicas reach each other, when some group has numOfHosts above 1.
-func (r *Reconciler) reconcileHeadlessWorkerService(ctx context.Context, s *state) error {
-	svc := builder.HeadlessWorkerService(s.rc)
-	if svc == nil {
-		return nil
-	}
-	return r.createOnce(ctx, s, svc, &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
 }

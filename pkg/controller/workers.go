@@ -2,12 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,68 +20,72 @@ import (
 )
 
 // reconcileWorkerGroups creates, updates and scales one CloneSet per worker group, then deletes the
-// CloneSets of groups removed from the spec (their pods go with them).
+// CloneSets of groups removed from the spec (their pods go with them). No group updates before the head
+// StatefulSet did: a head phase that failed or was skipped holds a RollingUpdate.
 func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error {
+	if s.failed[phaseHeadStatefulSet] {
+		s.holdRollout()
+	}
 	wanted := map[string]bool{}
+	var errs []error
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
 		desired := builder.WorkerCloneSet(s.effective, group, r.Options, s.rolloutHeld)
 		wanted[desired.Name] = true
-		live, err := r.reconcileWorkerGroup(ctx, s, group, desired)
-		if err != nil {
-			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
-		}
+		live := s.children.cloneSet(desired.Name)
 		if live != nil {
 			s.holdRolloutUnless(status.CloneSetUpdated(live), live, desired)
 		}
+		if err := r.reconcileWorkerGroup(ctx, s, group, live, desired); err != nil {
+			errs = append(errs, fmt.Errorf("worker group %s: %w", group.GroupName, err))
+		}
 	}
-	return r.deleteRemovedGroups(ctx, s, wanted)
+	errs = append(errs, r.deleteRemovedGroups(ctx, s, wanted))
+	return errors.Join(errs...)
 }
 
-// reconcileWorkerGroup creates or updates one group's CloneSet and returns it as read before kray's write
-// (nil when it was just created).
-func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, desired *kruisev1alpha1.CloneSet) (*kruisev1alpha1.CloneSet, error) {
-	live := &kruisev1alpha1.CloneSet{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		if err := ignoreAlreadyExists(r.Client.Create(ctx, desired)); err != nil {
+// reconcileWorkerGroup creates the group's CloneSet when live is nil, else updates its template, replicas
+// and podsToDelete when they differ from desired.
+func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) error {
+	if live == nil {
+		created, err := r.create(ctx, desired)
+		if err != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
-			return nil, fmt.Errorf("create CloneSet %s: %w", desired.Name, err)
+			return fmt.Errorf("create CloneSet %s: %w", desired.Name, err)
 		}
-		s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+		if created {
+			s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
+		}
+		return nil
 	}
 	if !ownedBy(live, s.rc) {
-		return nil, notOwnedError("CloneSet", live.Name)
+		return notOwnedError("CloneSet", live.Name)
 	}
-	observed := live.DeepCopy()
-	if !cloneSetMayDiffer(live, desired, group) && !r.replicasNeedWork(ctx, s, group, live, desired) {
-		return observed, nil
+	if !cloneSetMayDiffer(live, desired, group) && !r.replicasNeedWork(s, group, live, desired) {
+		return nil
 	}
 	var plan scale.Plan
 	var before int32
-	changed, err := r.updateFresh(ctx, client.ObjectKeyFromObject(desired), live, func() (bool, error) {
+	fresh := &kruisev1alpha1.CloneSet{}
+	changed, err := r.updateFresh(ctx, client.ObjectKeyFromObject(desired), fresh, func() (bool, error) {
 		var err error
-		before = ptr.Deref(live.Spec.Replicas, 0)
-		plan, err = r.planScale(ctx, s, group, live, desired)
+		before = ptr.Deref(fresh.Spec.Replicas, 0)
+		plan, err = r.planScale(ctx, s, group, fresh, desired)
 		if err != nil {
 			return false, err
 		}
-		templateChanged := live.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]
-		if !templateChanged && !plan.Changed(r.scaleInput(live, desired, group, nil, s.rc)) {
+		templateChanged := fresh.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash]
+		if !templateChanged && !plan.Changed(r.scaleInput(s, fresh, desired, group, nil)) {
 			return false, nil
 		}
 		if templateChanged {
-			live.Spec.Template = desired.Spec.Template
-			live.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
-			live.Spec.Lifecycle = desired.Spec.Lifecycle
-			setAnnotation(live, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
+			fresh.Spec.Template = desired.Spec.Template
+			fresh.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
+			fresh.Spec.Lifecycle = desired.Spec.Lifecycle
+			setAnnotation(fresh, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
 		}
-		live.Spec.Replicas = ptr.To(plan.Replicas)
-		live.Spec.ScaleStrategy.PodsToDelete = plan.PodsToDelete
+		fresh.Spec.Replicas = ptr.To(plan.Replicas)
+		fresh.Spec.ScaleStrategy.PodsToDelete = plan.PodsToDelete
 		return true, nil
 	})
 	if len(plan.Ignored) > 0 {
@@ -88,10 +93,10 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	}
 	if err != nil {
 		s.warn(constants.EventFailedToWriteWorkload, "Failed to update CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
-		return observed, fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
+		return fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
 	}
 	if !changed {
-		return observed, nil
+		return nil
 	}
 	if len(plan.Named) > 0 {
 		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
@@ -102,7 +107,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	if plan.Replicas != before {
 		s.normal(constants.EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
 	}
-	return observed, nil
+	return nil
 }
 
 // atomicHosts is the group's numOfHosts when replicas are kept whole (replica indexing on), else 1.
@@ -115,17 +120,12 @@ func (r *Reconciler) atomicHosts(group *rayv1.WorkerGroupSpec) int32 {
 
 // replicasNeedWork is, for a group whose multi-host replicas kray keeps whole, the cache-based check that a
 // replica lost a host or the group has pods to remove.
-func (r *Reconciler) replicasNeedWork(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) bool {
+func (r *Reconciler) replicasNeedWork(s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) bool {
 	hosts := r.atomicHosts(group)
 	if hosts <= 1 {
 		return false
 	}
-	pods := &corev1.PodList{}
-	sel := client.MatchingLabels{constants.LabelCluster: s.rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group.GroupName}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), sel); err != nil {
-		return true // let the planner's fresh read decide
-	}
-	return scale.ReplicasNeedWork(pods.Items, live.UID, hosts, ptr.Deref(desired.Spec.Replicas, 0))
+	return scale.ReplicasNeedWork(s.children.groupPods(s.effective, group.GroupName), live.UID, hosts, ptr.Deref(desired.Spec.Replicas, 0))
 }
 
 // cloneSetMayDiffer is the cheap, cache-based check that avoids a fresh read when nothing can change.
@@ -135,8 +135,9 @@ func cloneSetMayDiffer(live, desired *kruisev1alpha1.CloneSet, group *rayv1.Work
 		len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0
 }
 
-// planScale lists the group's pods from the API server (never the cache) when names are involved, and
-// computes the CloneSet's replicas and podsToDelete.
+// planScale computes the CloneSet's replicas and podsToDelete. When pods are named (by the autoscaler, or to
+// keep multi-host replicas whole), it lists the cluster's pods from the API server, never the cache: a
+// stale list could name a pod that is already gone, or miss one that was just created.
 func (r *Reconciler) planScale(ctx context.Context, s *state, group *rayv1.WorkerGroupSpec, live, desired *kruisev1alpha1.CloneSet) (scale.Plan, error) {
 	var pods []corev1.Pod
 	if len(group.ScaleStrategy.WorkersToDelete) > 0 || len(live.Spec.ScaleStrategy.PodsToDelete) > 0 || r.atomicHosts(group) > 1 {
@@ -147,10 +148,11 @@ func (r *Reconciler) planScale(ctx context.Context, s *state, group *rayv1.Worke
 		}
 		pods = list.Items
 	}
-	return scale.Compute(r.scaleInput(live, desired, group, pods, s.rc)), nil
+	return scale.Compute(r.scaleInput(s, live, desired, group, pods)), nil
 }
 
-func (r *Reconciler) scaleInput(live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec, pods []corev1.Pod, rc *rayv1.RayCluster) scale.Input {
+// scaleInput is the planner's input for one group's CloneSet.
+func (r *Reconciler) scaleInput(s *state, live, desired *kruisev1alpha1.CloneSet, group *rayv1.WorkerGroupSpec, pods []corev1.Pod) scale.Input {
 	return scale.Input{
 		NumOfHosts:          r.atomicHosts(group),
 		CloneSetUID:         live.UID,
@@ -159,7 +161,7 @@ func (r *Reconciler) scaleInput(live, desired *kruisev1alpha1.CloneSet, group *r
 		DesiredReplicas:     ptr.Deref(desired.Spec.Replicas, 0),
 		WorkersToDelete:     group.ScaleStrategy.WorkersToDelete,
 		Pods:                pods,
-		Autoscaling:         builder.AutoscalingEnabled(rc),
+		Autoscaling:         builder.AutoscalingEnabled(s.effective),
 	}
 }
 
@@ -167,33 +169,32 @@ func (r *Reconciler) scaleInput(live, desired *kruisev1alpha1.CloneSet, group *r
 // scales the CloneSet to 0, so that its pods go through the drain hook, and waits until they are gone;
 // deleting the CloneSet right away would delete them without a drain.
 func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruisev1alpha1.CloneSet) (bool, error) {
-	if s.rc.Spec.WorkerDrain == nil || builder.ClusterSuspended(s.effective) || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
+	if s.effective.Spec.WorkerDrain == nil || builder.ClusterSuspended(s.effective) || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
 		return true, nil
 	}
 	group := cs.Labels[constants.LabelGroup]
 	if ptr.Deref(cs.Spec.Replicas, 0) > 0 {
-		_, err := r.updateFresh(ctx, client.ObjectKeyFromObject(cs), cs, func() (bool, error) {
-			if ptr.Deref(cs.Spec.Replicas, 0) == 0 {
+		fresh := &kruisev1alpha1.CloneSet{}
+		changed, err := r.updateFresh(ctx, client.ObjectKeyFromObject(cs), fresh, func() (bool, error) {
+			if ptr.Deref(fresh.Spec.Replicas, 0) == 0 {
 				return false, nil
 			}
-			cs.Spec.Replicas = ptr.To[int32](0)
-			cs.Spec.ScaleStrategy.PodsToDelete = nil
+			fresh.Spec.Replicas = ptr.To[int32](0)
+			fresh.Spec.ScaleStrategy.PodsToDelete = nil
 			return true, nil
 		})
 		if err != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to scale CloneSet %s of removed worker group %s to 0: %v", cs.Name, group, err)
 			return false, fmt.Errorf("scale CloneSet %s to 0: %w", cs.Name, err)
 		}
-		s.normal(constants.EventScaledWorkerGroup, "Worker group %s was removed from the spec: scaled CloneSet %s to 0 so that its workers drain before it is deleted", group, cs.Name)
+		if changed {
+			s.normal(constants.EventScaledWorkerGroup, "Worker group %s was removed from the spec: scaled CloneSet %s to 0 so that its workers drain before it is deleted", group, cs.Name)
+		}
 		s.retryAfter(drainPoll)
 		return false, nil
 	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name, constants.LabelNodeType: constants.NodeTypeWorker, constants.LabelGroup: group}); err != nil {
-		return false, fmt.Errorf("list pods of removed worker group %s: %w", group, err)
-	}
-	for i := range pods.Items {
-		if pods.Items[i].DeletionTimestamp == nil {
+	for _, p := range s.children.groupPods(s.effective, group) {
+		if p.DeletionTimestamp == nil {
 			s.retryAfter(drainPoll)
 			return false, nil
 		}
@@ -203,28 +204,29 @@ func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruise
 
 // deleteRemovedGroups deletes the CloneSets this cluster owns whose group is no longer in the spec.
 func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted map[string]bool) error {
-	list := &kruisev1alpha1.CloneSetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name}); err != nil {
-		return fmt.Errorf("list CloneSets: %w", err)
-	}
-	for i := range list.Items {
-		cs := &list.Items[i]
+	var errs []error
+	for i := range s.children.cloneSets {
+		cs := &s.children.cloneSets[i]
 		if wanted[cs.Name] || !ownedBy(cs, s.rc) || cs.DeletionTimestamp != nil {
 			continue
 		}
-		if drained, err := r.drainRemovedGroup(ctx, s, cs); err != nil || !drained {
-			if err != nil {
-				return err
-			}
+		switch drained, err := r.drainRemovedGroup(ctx, s, cs); {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case !drained:
 			continue
 		}
 		uid := cs.UID
-		err := r.Client.Delete(ctx, cs, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
+		err := r.Writer.Delete(ctx, cs.DeepCopy(), client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if client.IgnoreNotFound(err) != nil {
 			s.warn(constants.EventFailedToWriteWorkload, "Failed to delete CloneSet %s of a removed worker group: %v", cs.Name, err)
-			return fmt.Errorf("delete CloneSet %s: %w", cs.Name, err)
+			errs = append(errs, fmt.Errorf("delete CloneSet %s: %w", cs.Name, err))
+			continue
 		}
-		s.normal(constants.EventDeletedWorkerCloneSet, "Deleted CloneSet %s/%s: worker group %s was removed from the spec", cs.Namespace, cs.Name, cs.Labels[constants.LabelGroup])
+		if err == nil {
+			s.normal(constants.EventDeletedWorkerCloneSet, "Deleted CloneSet %s/%s: worker group %s was removed from the spec", cs.Namespace, cs.Name, cs.Labels[constants.LabelGroup])
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -15,20 +15,65 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
-// createIfMissing creates obj unless an object with its name exists; it never updates. It returns whether
-// it created obj. KubeRay treats Services and the autoscaler's RBAC the same way.
+// Writer is every kind of write kray makes to the API server. The reconciler writes only through it, so
+// a test can record each write and make any of them fail.
+type Writer interface {
+	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
+	Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error
+	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
+	Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
+	// UpdateStatus writes obj's status subresource.
+	UpdateStatus(ctx context.Context, obj client.Object) error
+}
+
+// ClientWriter is the Writer that sends every write to the API server through c.
+func ClientWriter(c client.Client) Writer { return clientWriter{c} }
+
+type clientWriter struct{ client.Client }
+
+func (w clientWriter) UpdateStatus(ctx context.Context, obj client.Object) error {
+	return w.Status().Update(ctx, obj)
+}
+
+// create creates obj and reports whether this call created it. An AlreadyExists answer (another writer,
+// such as a second operator instance, won the race) is success without a creation, not an error.
+func (r *Reconciler) create(ctx context.Context, obj client.Object) (bool, error) {
+	switch err := r.Writer.Create(ctx, obj); {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// createIfMissing creates obj unless the cache holds an object with its name, which it reads into existing;
+// it never updates. It reports whether it created obj. KubeRay treats Services and the autoscaler's RBAC
+// the same way.
 func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object, existing client.Object) (bool, error) {
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
-	switch {
+	switch err := r.Cache.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
 	case err == nil:
 		return false, nil
 	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	if err := r.Client.Create(ctx, obj); err != nil {
-		return false, ignoreAlreadyExists(err)
+	return r.create(ctx, obj)
+}
+
+// createOnce creates obj if missing and queues a Normal event (created) on creation, a Warning (failed) on
+// failure.
+func (r *Reconciler) createOnce(ctx context.Context, s *state, obj, existing client.Object, created, failed string) error {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	made, err := r.createIfMissing(ctx, obj, existing)
+	if err != nil {
+		s.warn(failed, "Failed to create %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("create %s %s: %w", kind, obj.GetName(), err)
 	}
-	return true, nil
+	if made {
+		s.normal(created, "Created %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	}
+	return nil
 }
 
 // updateFresh reads the latest version of obj from the API server (not the cache), lets mutate change it,
@@ -44,7 +89,7 @@ func (r *Reconciler) updateFresh(ctx context.Context, key types.NamespacedName, 
 		if changed, err = mutate(); err != nil || !changed {
 			return err
 		}
-		return r.Client.Update(ctx, obj)
+		return r.Writer.Update(ctx, obj)
 	})
 	return changed, err
 }
@@ -53,7 +98,7 @@ func (r *Reconciler) updateFresh(ctx context.Context, key types.NamespacedName, 
 // the name (the head pod always does) from being deleted by mistake. NotFound is success.
 func (r *Reconciler) deletePod(ctx context.Context, obj client.Object) error {
 	uid := obj.GetUID()
-	err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	err := r.Writer.Delete(ctx, obj, client.Preconditions{UID: &uid})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -85,5 +130,15 @@ func (r *Reconciler) patchPodMeta(ctx context.Context, namespace, name string, m
 		return err
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, p, client.RawPatch(types.MergePatchType, data)))
+	return client.IgnoreNotFound(r.Writer.Patch(ctx, p, client.RawPatch(types.MergePatchType, data)))
+}
+
+// setAnnotation sets one annotation on obj.
+func setAnnotation(obj client.Object, key, value string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	obj.SetAnnotations(a)
 }

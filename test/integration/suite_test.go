@@ -115,8 +115,9 @@ func startOperator(ctx context.Context) error {
 		return err
 	}
 	r := &controller.Reconciler{
-		Client:    mgr.GetClient(),
+		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
+		Writer:    controller.ClientWriter(mgr.GetClient()),
 		Recorder:  mgr.GetEventRecorderFor("kray-operator"),
 		Options:   builder.Options{Version: "integration"},
 	}

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/writetest"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+func TestReconcileCreatesAClusterOnceThenWritesNothing(t *testing.T) {
+	rc := cluster("c").group("small", 2).group("big", 1).obj()
+	e := newEnv(t, rc)
+
+	want := []string{
+		"create StatefulSet/c-head (dry run)", "create CloneSet/c-small-worker (dry run)", "create CloneSet/c-big-worker (dry run)",
+		"create Service/c-head-svc",
+		"create StatefulSet/c-head",
+		"create CloneSet/c-small-worker", "create CloneSet/c-big-worker",
+		"status RayCluster/c",
+	}
+	if diff := cmp.Diff(want, e.mustReconcile(rc)); diff != "" {
+		t.Fatalf("first reconcile's writes (-want +got):\n%s", diff)
+	}
+	wantEvents := []string{constants.EventCreatedService, constants.EventCreatedHeadStatefulSet, constants.EventCreatedWorkerCloneSet, constants.EventCreatedWorkerCloneSet}
+	if diff := cmp.Diff(wantEvents, reasons(e.takeEvents())); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	e.playKruise(rc)
+	if diff := cmp.Diff([]string{"status RayCluster/c"}, e.mustReconcile(rc)); diff != "" {
+		t.Fatalf("reconcile after the pods came up (-want +got):\n%s", diff)
+	}
+	got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)
+	if got.Status.State != rayv1.Ready || got.Status.ReadyWorkerReplicas != 3 {
+		t.Errorf("state %q with %d ready workers, want ready with 3", got.Status.State, got.Status.ReadyWorkerReplicas)
+	}
+	if writes := e.mustReconcile(rc); len(writes) != 0 {
+		t.Errorf("a reconcile of a converged cluster wrote %v", writes)
+	}
+	if ev := e.takeEvents(); len(ev) != 0 {
+		t.Errorf("a reconcile of a converged cluster emitted %v", ev)
+	}
+}
+
+// Every feature that adds objects or pod writes converges, and then a reconcile writes nothing at all.
+func TestReconcileOfAConvergedClusterWritesNothing(t *testing.T) {
+	cases := map[string]*rayv1.RayCluster{
+		"minimal":    cluster("c").group("g", 2).obj(),
+		"no workers": cluster("c").obj(),
+		"autoscaling": cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+		}).obj(),
+		"token auth": cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+		}).obj(),
+		"multi-host": cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].NumOfHosts = 2
+		}).obj(),
+		"worker drain": cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{}
+		}).obj(),
+		"rolling update": cluster("c").group("a", 1).group("b", 1).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+		}).obj(),
+		"suspended": cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.Suspend = ptr.To(true)
+		}).obj(),
+		"ingress and serve": cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.EnableIngress = ptr.To(true)
+			rc.Annotations = map[string]string{constants.AnnotationEnableServeService: "true"}
+		}).obj(),
+	}
+	for name, rc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, rc)
+			e.r.ReplicaIndexing = true
+			e.converge(rc)
+			if writes := e.mustReconcile(rc); len(writes) != 0 {
+				t.Errorf("a reconcile of a converged cluster wrote %v", writes)
+			}
+		})
+	}
+}
+
+func TestScalingGoesOnWhenAnIndependentPhaseFails(t *testing.T) {
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.EnableIngress = ptr.To(true) }).obj()
+	e := newEnv(t, rc)
+	refused := apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "c-head-ingress", errors.New("quota"))
+	e.writer.Fail(writetest.Create, "Ingress", "", refused)
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
+
+	writes, _, err := e.reconcile(rc)
+	if err == nil || !strings.Contains(err.Error(), "phase ingress") {
+		t.Fatalf("Reconcile error %v, want the ingress phase's", err)
+	}
+	if !containsAll(writes, "create CloneSet/c-g-worker", "create StatefulSet/c-head") {
+		t.Errorf("writes %v: the workloads were not created while the Ingress was refused", writes)
+	}
+	got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)
+	c := meta.FindStatusCondition(got.Status.Conditions, constants.ConditionWorkloadsSynced)
+	if c == nil || c.Status != "False" || !strings.Contains(c.Message, "phase ingress") {
+		t.Errorf("condition %s = %+v, want False naming the ingress phase", constants.ConditionWorkloadsSynced, c)
+	}
+	if !containsAll(reasons(e.takeEvents()), constants.EventFailedToCreateIngress, constants.EventCreatedWorkerCloneSet) {
+		t.Errorf("events lack the Ingress failure or the CloneSet creation")
+	}
+}
+
+// containsAll reports whether got holds every item of want.
+func containsAll(got []string, want ...string) bool {
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			found = found || g == w
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = corev1.PodRunning
+var _ = kruisev1alpha1.CloneSet{}
+var _ = ctrl.Result{}
