@@ -20,6 +20,8 @@ const (
 	Patch  = "patch"
 	Delete = "delete"
 	Status = "status"
+	// CreateDryRun matches, in Fail and FailOnce, the dry-run creates that Create does not match.
+	CreateDryRun = "create-dry-run"
 )
 
 // Write is one write as the controller sent it.
@@ -59,7 +61,8 @@ type fault struct {
 // New returns a Writer that applies writes to c.
 func New(c client.Client) *Writer { return &Writer{Client: c} }
 
-// Fail makes every write matching verb, kind and name fail with err; an empty kind or name matches any.
+// Fail makes every write matching verb, kind and name fail with err; an empty kind or name matches any, and a
+// dry-run create matches only the verb CreateDryRun.
 // A failed write is recorded and changes nothing.
 func (w *Writer) Fail(verb, kind, name string, err error) { w.addFault(verb, kind, name, err, -1) }
 
@@ -95,9 +98,13 @@ func (w *Writer) record(verb string, obj client.Object, dryRun bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.writes = append(w.writes, Write{Verb: verb, Kind: kind, Name: obj.GetName(), DryRun: dryRun})
+	match := verb
+	if dryRun && verb == Create {
+		match = CreateDryRun
+	}
 	for i := range w.faults {
 		f := &w.faults[i]
-		if f.times == 0 || f.verb != verb || (f.kind != "" && f.kind != kind) || (f.name != "" && f.name != obj.GetName()) {
+		if f.times == 0 || f.verb != match || (f.kind != "" && f.kind != kind) || (f.name != "" && f.name != obj.GetName()) {
 			continue
 		}
 		if f.times > 0 {

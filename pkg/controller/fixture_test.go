@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/writetest"
@@ -94,8 +95,7 @@ type env struct {
 // newEnv returns an env whose API server holds objs; cache, when given, is a separate (stale) cache.
 func newEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
-	api := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
-		WithStatusSubresource(&rayv1.RayCluster{}, &kruisev1alpha1.CloneSet{}, &kruisev1beta1.StatefulSet{}, &corev1.Pod{}).Build()
+	api := fakeAPI(objs...)
 	e := &env{t: t, api: api, writer: writetest.New(api), events: record.NewFakeRecorder(1000)}
 	e.r = &Reconciler{
 		Cache: api, APIReader: api, Writer: e.writer, Recorder: e.events,
@@ -103,6 +103,20 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 		Now:     func() time.Time { return testNow },
 	}
 	return e
+}
+
+// fakeAPI is a fake API server holding objs; like a real one, it gives every created object a UID.
+func fakeAPI(objs ...client.Object) client.Client {
+	uids := 0
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
+		WithStatusSubresource(&rayv1.RayCluster{}, &kruisev1alpha1.CloneSet{}, &kruisev1beta1.StatefulSet{}, &corev1.Pod{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetUID() == "" {
+				uids++
+				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids)))
+			}
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
 }
 
 // reconcile runs one reconcile of rc and returns its writes; it fails the test when Reconcile returns a
@@ -138,6 +152,10 @@ func (e *env) converge(rc *rayv1.RayCluster) {
 	var writes []string
 	for range 8 {
 		if writes = e.mustReconcile(rc); len(writes) == 0 {
+			// A positive control: a spec that kray refused would also write nothing.
+			if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadStatefulSet(rc.Name)}, &kruisev1beta1.StatefulSet{}); err != nil {
+				e.t.Fatalf("converged without a head StatefulSet: %v", err)
+			}
 			return
 		}
 		e.playKruise(rc)
@@ -201,7 +219,7 @@ func (e *env) pods(rc *rayv1.RayCluster) []string {
 	return out
 }
 
-// playKruise does what kruise-manager would for rc's workloads: gives each a UID, creates the pods its
+// playKruise does what kruise-manager would for rc's workloads: creates the pods its
 // replicas ask for (running, ready, lifecycle Normal) and deletes the pods podsToDelete names or that exceed
 // replicas, then reports the workload updated.
 func (e *env) playKruise(rc *rayv1.RayCluster) {
@@ -237,16 +255,10 @@ func (e *env) playKruise(rc *rayv1.RayCluster) {
 	}
 }
 
-// ownPods gives the workload a UID and makes its pods match replicas and podsToDelete.
+// ownPods makes its pods match replicas and podsToDelete.
 func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec, replicas int32, toDelete []string, name func(int) string) {
 	e.t.Helper()
 	ctx := context.Background()
-	if w.GetUID() == "" {
-		w.SetUID(types.UID("uid-" + w.GetName()))
-		if err := e.api.Update(ctx, w); err != nil {
-			e.t.Fatal(err)
-		}
-	}
 	list := &corev1.PodList{}
 	if err := e.api.List(ctx, list, client.InNamespace(w.GetNamespace())); err != nil {
 		e.t.Fatal(err)
@@ -294,7 +306,7 @@ func podFromTemplate(w client.Object, kind string, tmpl corev1.PodTemplateSpec, 
 		gv = kruisev1beta1.GroupVersion.String()
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.GetNamespace(), UID: types.UID("uid-" + name), Labels: labels, Annotations: tmpl.Annotations,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.GetNamespace(), Labels: labels, Annotations: tmpl.Annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gv, Kind: kind, Name: w.GetName(), UID: w.GetUID(), Controller: ptr.To(true)}}},
 		Spec: *tmpl.Spec.DeepCopy(),
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{
@@ -303,3 +315,5 @@ func podFromTemplate(w client.Object, kind string, tmpl corev1.PodTemplateSpec, 
 		}},
 	}
 }
+
+func objKey(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }

@@ -6,13 +6,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/writetest"
@@ -63,6 +60,7 @@ func TestReconcileOfAConvergedClusterWritesNothing(t *testing.T) {
 			rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 		}).obj(),
 		"token auth": cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+			rc.Spec.RayVersion = "2.52.0"
 			rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 		}).obj(),
 		"multi-host": cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
@@ -131,7 +129,3 @@ func containsAll(got []string, want ...string) bool {
 	}
 	return true
 }
-
-var _ = corev1.PodRunning
-var _ = kruisev1alpha1.CloneSet{}
-var _ = ctrl.Result{}
