@@ -12,6 +12,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // autoscalerStartCommand is the sidecar's command line; the env vars are expanded by the kubelet.
@@ -35,7 +36,7 @@ func autoscalerContainer(rc *rayv1.RayCluster, ray corev1.Container) corev1.Cont
 		},
 		Resources: corev1.ResourceRequirements{Limits: res, Requests: res.DeepCopy()},
 	}
-	if AuthEnabled(rc) {
+	if spec.AuthEnabled(rc) {
 		authEnv(rc, &c)
 	}
 	o := rc.Spec.AutoscalerOptions
@@ -72,20 +73,6 @@ func autoscalerContainer(rc *rayv1.RayCluster, ray corev1.Container) corev1.Cont
 	return c
 }
 
-// AutoscalerServiceAccountName is the head pod's ServiceAccount when autoscaling is on: the template's
-// serviceAccountName if set, else one named after the cluster.
-func AutoscalerServiceAccountName(rc *rayv1.RayCluster) string {
-	if sa := rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName; sa != "" {
-		return sa
-	}
-	return names.AutoscalerRBAC(rc.Name)
-}
-
-// UserServiceAccount reports whether the head template names its own ServiceAccount, which kray must not create.
-func UserServiceAccount(rc *rayv1.RayCluster) bool {
-	return rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName != ""
-}
-
 func rbacLabels(rc *rayv1.RayCluster) map[string]string {
 	return map[string]string{
 		constants.LabelCluster:   rc.Name,
@@ -98,7 +85,7 @@ func rbacLabels(rc *rayv1.RayCluster) map[string]string {
 func AutoscalerServiceAccount(rc *rayv1.RayCluster) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: objectMeta(rc, AutoscalerServiceAccountName(rc), rbacLabels(rc)),
+		ObjectMeta: objectMeta(rc, names.AutoscalerServiceAccountFor(rc), rbacLabels(rc)),
 	}
 }
 
@@ -121,7 +108,7 @@ func AutoscalerRoleBinding(rc *rayv1.RayCluster) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
 		ObjectMeta: objectMeta(rc, name, rbacLabels(rc)),
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: AutoscalerServiceAccountName(rc), Namespace: rc.Namespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: names.AutoscalerServiceAccountFor(rc), Namespace: rc.Namespace}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 	}
 }

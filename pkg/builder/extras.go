@@ -11,6 +11,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // Labels of the serve Service.
@@ -44,7 +45,7 @@ func HeadIngress(rc *rayv1.RayCluster) *networkingv1.Ingress {
 			Path:     ptr.Deref(o.Path, "/"),
 			PathType: &pathType,
 			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-				Name: HeadServiceName(rc), Port: networkingv1.ServiceBackendPort{Number: port}}},
+				Name: names.HeadServiceFor(rc), Port: networkingv1.ServiceBackendPort{Number: port}}},
 		}},
 	}}}
 	meta := objectMeta(rc, names.HeadIngress(rc.Name), map[string]string{
@@ -108,7 +109,7 @@ func ServeService(rc *rayv1.RayCluster) *corev1.Service {
 func HeadlessWorkerService(rc *rayv1.RayCluster) *corev1.Service {
 	multiHost := false
 	for i := range rc.Spec.WorkerGroupSpecs {
-		multiHost = multiHost || NumOfHosts(&rc.Spec.WorkerGroupSpecs[i]) > 1
+		multiHost = multiHost || spec.NumOfHosts(&rc.Spec.WorkerGroupSpecs[i]) > 1
 	}
 	if !multiHost {
 		return nil

@@ -2,7 +2,6 @@ package builder
 
 import (
 	"strconv"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // GCS fault tolerance and token auth: env vars, volumes and objects, as KubeRay renders them.
@@ -26,60 +26,20 @@ const (
 	envGCSStorage             = "RAY_gcs_storage"
 	envGCSStoragePath         = "RAY_gcs_storage_path"
 	gcsStorageRocksDB         = "rocksdb"
-	// GCSStorageVolume and GCSStorageMountPath are the embedded GCS store's volume and mount on the head.
-	GCSStorageVolume    = "gcs-storage"
-	GCSStorageMountPath = "/data/gcs"
-	envAuthMode         = "RAY_AUTH_MODE"
-	envAuthToken        = "RAY_AUTH_TOKEN"
-	envK8sTokenAuth     = "RAY_ENABLE_K8S_TOKEN_AUTH"
-	rayTokenVolume      = "ray-token"
-	rayTokenMountPath   = "/var/run/secrets/ray.io/serviceaccount"
+	envAuthMode               = "RAY_AUTH_MODE"
+	envAuthToken              = "RAY_AUTH_TOKEN"
+	envK8sTokenAuth           = "RAY_ENABLE_K8S_TOKEN_AUTH"
+	rayTokenVolume            = "ray-token"
+	rayTokenMountPath         = "/var/run/secrets/ray.io/serviceaccount"
 	// AuthTokenKey is the key of the token in the auth Secret.
 	AuthTokenKey = "auth_token"
 )
-
-// FTEnabled reports whether GCS fault tolerance is on: gcsFaultToleranceOptions is set, or the legacy
-// ray.io/ft-enabled annotation is "true".
-func FTEnabled(rc *rayv1.RayCluster) bool {
-	return rc.Spec.GcsFaultToleranceOptions != nil || strings.EqualFold(rc.Annotations[constants.AnnotationFTEnabled], "true")
-}
-
-// FTEmbedded reports whether GCS fault tolerance uses the embedded RocksDB store.
-func FTEmbedded(rc *rayv1.RayCluster) bool {
-	o := rc.Spec.GcsFaultToleranceOptions
-	return o != nil && o.Backend == rayv1.GcsFTBackendRocksDB
-}
-
-// FTRedis reports whether GCS fault tolerance uses an external Redis (the default backend).
-func FTRedis(rc *rayv1.RayCluster) bool {
-	return FTEnabled(rc) && !FTEmbedded(rc)
-}
-
-// ExternalStorageNamespace is the Redis key namespace of the cluster: the option, else the legacy
-// annotation, else the cluster's UID.
-func ExternalStorageNamespace(rc *rayv1.RayCluster) string {
-	if o := rc.Spec.GcsFaultToleranceOptions; o != nil && o.ExternalStorageNamespace != "" {
-		return o.ExternalStorageNamespace
-	}
-	if v, ok := rc.Annotations[constants.AnnotationExternalStorageNS]; ok {
-		return v
-	}
-	return string(rc.UID)
-}
-
-// GCSStoragePVCName is the PVC of the embedded store: the user's claimName, else "<cluster>-gcs-pvc".
-func GCSStoragePVCName(rc *rayv1.RayCluster) string {
-	if o := rc.Spec.GcsFaultToleranceOptions; o != nil && o.Storage != nil && o.Storage.ClaimName != "" {
-		return o.Storage.ClaimName
-	}
-	return names.GCSStoragePVC(rc.Name)
-}
 
 // configureFT adds GCS fault tolerance settings: the head's ray.io/ft-enabled annotation always; with FT on,
 // the workers' GCS reconnect timeout, and on the head the Redis address, credentials and storage namespace
 // (params gets redis-username/redis-password referring to the env vars) or the RocksDB env and volume.
 func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[string]string, head bool) {
-	on := FTEnabled(rc)
+	on := spec.FTEnabled(rc)
 	if head {
 		tmpl.Annotations[constants.AnnotationFTEnabled] = strconv.FormatBool(on)
 	}
@@ -91,18 +51,18 @@ func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[
 		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSReconnectTimeout, Value: gcsReconnectTimeoutWorker})
 		return
 	}
-	if FTEmbedded(rc) {
-		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSStorage, Value: gcsStorageRocksDB}, corev1.EnvVar{Name: envGCSStoragePath, Value: GCSStorageMountPath})
-		mount := corev1.VolumeMount{Name: GCSStorageVolume, MountPath: GCSStorageMountPath}
+	if spec.FTEmbedded(rc) {
+		appendEnvIfAbsent(ray, corev1.EnvVar{Name: envGCSStorage, Value: gcsStorageRocksDB}, corev1.EnvVar{Name: envGCSStoragePath, Value: constants.GCSStorageMountPath})
+		mount := corev1.VolumeMount{Name: constants.GCSStorageVolume, MountPath: constants.GCSStorageMountPath}
 		if s := rc.Spec.GcsFaultToleranceOptions.Storage; s != nil {
 			mount.SubPath = s.SubPath
 		}
 		ray.VolumeMounts = append(ray.VolumeMounts, mount)
-		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: GCSStorageVolume, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: GCSStoragePVCName(rc)}}})
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: constants.GCSStorageVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: names.GCSStoragePVCFor(rc)}}})
 		return
 	}
-	ns := ExternalStorageNamespace(rc)
+	ns := spec.ExternalStorageNamespace(rc)
 	tmpl.Annotations[constants.AnnotationExternalStorageNS] = ns
 	appendEnvIfAbsent(ray, corev1.EnvVar{Name: envExternalStorageNS, Value: ns})
 	o := rc.Spec.GcsFaultToleranceOptions
@@ -128,7 +88,7 @@ func configureFT(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[
 // claim or the backend is not RocksDB. With deletionPolicy DeleteWithCluster (the default) the RayCluster
 // owns it, so it is deleted with the cluster.
 func GCSStoragePVC(rc *rayv1.RayCluster) *corev1.PersistentVolumeClaim {
-	if !FTEmbedded(rc) {
+	if !spec.FTEmbedded(rc) {
 		return nil
 	}
 	s := rc.Spec.GcsFaultToleranceOptions.Storage
@@ -149,7 +109,7 @@ func GCSStoragePVC(rc *rayv1.RayCluster) *corev1.PersistentVolumeClaim {
 		class = s.StorageClassName
 		retain = s.DeletionPolicy != nil && *s.DeletionPolicy == rayv1.RetainGCSStorageDeletionPolicy
 	}
-	meta := objectMeta(rc, GCSStoragePVCName(rc), map[string]string{constants.LabelCluster: rc.Name})
+	meta := objectMeta(rc, names.GCSStoragePVCFor(rc), map[string]string{constants.LabelCluster: rc.Name})
 	if retain {
 		meta.OwnerReferences = nil
 	}
@@ -164,33 +124,15 @@ func GCSStoragePVC(rc *rayv1.RayCluster) *corev1.PersistentVolumeClaim {
 	}
 }
 
-// AuthEnabled reports whether Ray token authentication is on (authOptions.mode is token).
-func AuthEnabled(rc *rayv1.RayCluster) bool {
-	return rc.Spec.AuthOptions != nil && rc.Spec.AuthOptions.Mode == rayv1.AuthModeToken
-}
-
-// K8sTokenAuth reports whether Ray delegates token checks to the Kubernetes API server.
-func K8sTokenAuth(rc *rayv1.RayCluster) bool {
-	return rc.Spec.AuthOptions != nil && ptr.Deref(rc.Spec.AuthOptions.EnableK8sTokenAuth, false)
-}
-
-// AuthSecretName is the Secret holding the token: authOptions.secretName, else the (checked) cluster name.
-func AuthSecretName(rc *rayv1.RayCluster) string {
-	if a := rc.Spec.AuthOptions; a != nil && ptr.Deref(a.SecretName, "") != "" {
-		return *a.SecretName
-	}
-	return names.AuthSecret(rc.Name)
-}
-
 // AuthSecret is the Secret kray generates for token auth, holding token under auth_token; nil when auth is
 // off, the user named a Secret, or Kubernetes token auth is used.
 func AuthSecret(rc *rayv1.RayCluster, token string) *corev1.Secret {
-	if !AuthEnabled(rc) || K8sTokenAuth(rc) || ptr.Deref(rc.Spec.AuthOptions.SecretName, "") != "" {
+	if !spec.AuthEnabled(rc) || spec.K8sTokenAuth(rc) || ptr.Deref(rc.Spec.AuthOptions.SecretName, "") != "" {
 		return nil
 	}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: objectMeta(rc, AuthSecretName(rc), map[string]string{constants.LabelCluster: rc.Name}),
+		ObjectMeta: objectMeta(rc, names.AuthSecretFor(rc), map[string]string{constants.LabelCluster: rc.Name}),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{AuthTokenKey: []byte(token)},
 	}
@@ -199,11 +141,11 @@ func AuthSecret(rc *rayv1.RayCluster, token string) *corev1.Secret {
 // configureAuth adds token auth to the Ray container and the wait-gcs-ready init container, and with
 // Kubernetes token auth the projected ServiceAccount token volume.
 func configureAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
-	if !AuthEnabled(rc) {
+	if !spec.AuthEnabled(rc) {
 		return
 	}
 	authEnv(rc, &tmpl.Spec.Containers[constants.RayContainerIndex])
-	if K8sTokenAuth(rc) && !hasVolume(tmpl.Spec.Volumes, rayTokenVolume) {
+	if spec.K8sTokenAuth(rc) && !hasVolume(tmpl.Spec.Volumes, rayTokenVolume) {
 		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: rayTokenVolume, VolumeSource: corev1.VolumeSource{
 			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
 	}
@@ -218,7 +160,7 @@ func configureAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
 // the auth Secret, leaving values the user set.
 func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthMode, Value: string(rayv1.AuthModeToken)})
-	if K8sTokenAuth(rc) {
+	if spec.K8sTokenAuth(rc) {
 		appendEnvIfAbsent(c, corev1.EnvVar{Name: envK8sTokenAuth, Value: "true"})
 		if !hasMountNamed(c.VolumeMounts, rayTokenVolume) {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: rayTokenVolume, MountPath: rayTokenMountPath, ReadOnly: true})
@@ -226,7 +168,7 @@ func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
 		return
 	}
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: AuthSecretName(rc)}, Key: AuthTokenKey}}})
+		LocalObjectReference: corev1.LocalObjectReference{Name: names.AuthSecretFor(rc)}, Key: AuthTokenKey}}})
 }
 
 func hasVolume(vs []corev1.Volume, name string) bool {

@@ -14,6 +14,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -56,7 +57,7 @@ func checkBuilt(t *testing.T, rc *rayv1.RayCluster) {
 	t.Helper()
 	opts := builder.Options{}
 	builder.HeadService(rc, builder.Options{})
-	if builder.AutoscalingEnabled(rc) {
+	if spec.AutoscalingEnabled(rc) {
 		builder.AutoscalerServiceAccount(rc)
 		builder.AutoscalerRole(rc)
 		builder.AutoscalerRoleBinding(rc)

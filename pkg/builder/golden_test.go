@@ -13,6 +13,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the builders' output")
@@ -80,7 +81,7 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	for i := range rc.Spec.WorkerGroupSpecs {
 		objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], opts, false))
 	}
-	if builder.AutoscalingEnabled(rc) {
+	if spec.AutoscalingEnabled(rc) {
 		objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))
 	}
 	if s := builder.AuthSecret(rc, "golden-token"); s != nil {
@@ -95,7 +96,7 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	if svc := builder.ServeService(rc); svc != nil {
 		objs = append(objs, svc)
 	}
-	if builder.FTRedis(rc) {
+	if spec.FTRedis(rc) {
 		objs = append(objs, builder.RedisCleanupJob(rc, opts))
 	}
 	var buf bytes.Buffer

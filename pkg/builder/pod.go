@@ -11,24 +11,23 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // Environment variable names kray sets on Ray containers (KubeRay's names: Ray reads them).
 const (
-	envFQRayIP             = "FQ_RAY_IP"
-	envRayIP               = "RAY_IP"
-	envClusterName         = "RAY_CLUSTER_NAME"
-	envClusterNamespace    = "RAY_CLUSTER_NAMESPACE"
-	envCloudInstanceID     = "RAY_CLOUD_INSTANCE_ID"
-	envNodeTypeName        = "RAY_NODE_TYPE_NAME"
-	envGenRayStartCmd      = "KUBERAY_GEN_RAY_START_CMD"
-	envRayPort             = "RAY_PORT"
-	envRayAddress          = "RAY_ADDRESS"
-	envUsageStatsInUse     = "RAY_USAGE_STATS_KUBERAY_IN_USE"
-	envUsageStatsExtraTags = "RAY_USAGE_STATS_EXTRA_TAGS"
-	envDiskUsage           = "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE"
-	// EnvAutoscalerV2 selects the Ray autoscaler version when set on the head's Ray container.
-	EnvAutoscalerV2          = "RAY_enable_autoscaler_v2"
+	envFQRayIP               = "FQ_RAY_IP"
+	envRayIP                 = "RAY_IP"
+	envClusterName           = "RAY_CLUSTER_NAME"
+	envClusterNamespace      = "RAY_CLUSTER_NAMESPACE"
+	envCloudInstanceID       = "RAY_CLOUD_INSTANCE_ID"
+	envNodeTypeName          = "RAY_NODE_TYPE_NAME"
+	envGenRayStartCmd        = "KUBERAY_GEN_RAY_START_CMD"
+	envRayPort               = "RAY_PORT"
+	envRayAddress            = "RAY_ADDRESS"
+	envUsageStatsInUse       = "RAY_USAGE_STATS_KUBERAY_IN_USE"
+	envUsageStatsExtraTags   = "RAY_USAGE_STATS_EXTRA_TAGS"
+	envDiskUsage             = "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE"
 	envHeadPodName           = "RAY_HEAD_POD_NAME"
 	envCRDVersion            = "KUBERAY_CRD_VER"
 	envGenAutoscalerStartCmd = "KUBERAY_GEN_AUTOSCALER_START_CMD"
@@ -36,24 +35,24 @@ const (
 
 // HeadPodTemplate returns the pod template of the head Advanced StatefulSet. It does not modify rc.
 func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec {
-	spec := rc.Spec.HeadGroupSpec
-	tmpl := *spec.Template.DeepCopy()
-	params := startParams(spec.RayStartParams, spec.Resources, spec.Labels)
+	head := rc.Spec.HeadGroupSpec
+	tmpl := *head.Template.DeepCopy()
+	params := startParams(head.RayStartParams, head.Resources, head.Labels)
 	setDefault(params, "dashboard-host", "0.0.0.0")
-	autoscaling := AutoscalingEnabled(rc)
+	autoscaling := spec.AutoscalingEnabled(rc)
 	if autoscaling {
 		setDefault(params, "no-monitor", "true")
 	}
-	tmpl.Labels = podLabels(rc, tmpl.Labels, spec.Labels, constants.NodeTypeHead, constants.HeadGroupName)
+	tmpl.Labels = podLabels(rc, tmpl.Labels, head.Labels, constants.NodeTypeHead, constants.HeadGroupName)
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, true)
 	if autoscaling {
-		tmpl.Spec.ServiceAccountName = AutoscalerServiceAccountName(rc)
+		tmpl.Spec.ServiceAccountName = names.AutoscalerServiceAccountFor(rc)
 		if v := rc.Spec.AutoscalerOptions; v != nil && v.Version != nil {
 			enabled := "false"
 			if *v.Version == rayv1.AutoscalerVersionV2 {
 				enabled = "true"
 			}
-			appendEnvIfAbsent(&tmpl.Spec.Containers[constants.RayContainerIndex], corev1.EnvVar{Name: EnvAutoscalerV2, Value: enabled})
+			appendEnvIfAbsent(&tmpl.Spec.Containers[constants.RayContainerIndex], corev1.EnvVar{Name: constants.EnvAutoscalerV2, Value: enabled})
 		}
 		tmpl.Spec.Containers = append(tmpl.Spec.Containers, autoscalerContainer(rc, tmpl.Spec.Containers[constants.RayContainerIndex]))
 	}
@@ -80,7 +79,7 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	setDefault(params, "address", fqdn+":"+GCSPort(rc))
 	tmpl.Labels = podLabels(rc, tmpl.Labels, group.Labels, constants.NodeTypeWorker, group.GroupName)
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, false)
-	if !Rolling(rc) && !opts.NoInitContainerInjection {
+	if !spec.Rolling(rc) && !opts.NoInitContainerInjection {
 		tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, GCSPort(rc)))
 	}
 	configureFT(rc, &tmpl, params, false)
@@ -125,7 +124,7 @@ func finishPod(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[st
 // requestedRestartPolicy is the restartPolicy the user meant: the template's, or Never when autoscaler v2
 // implies it (KubeRay forces Never for v2).
 func requestedRestartPolicy(rc *rayv1.RayCluster, templatePolicy corev1.RestartPolicy) corev1.RestartPolicy {
-	if templatePolicy == "" && AutoscalingEnabled(rc) && AutoscalerV2(rc) {
+	if templatePolicy == "" && spec.AutoscalingEnabled(rc) && spec.AutoscalerV2(rc) {
 		return corev1.RestartPolicyNever
 	}
 	return templatePolicy
@@ -273,7 +272,7 @@ done
 }
 
 // addEmptyDir adds an emptyDir volume (once) and mounts it at path in each container that has nothing mounted there.
-func addEmptyDir(spec *corev1.PodSpec, name, path string, medium corev1.StorageMedium, size *resource.Quantity, containers ...*corev1.Container) {
+func addEmptyDir(pod *corev1.PodSpec, name, path string, medium corev1.StorageMedium, size *resource.Quantity, containers ...*corev1.Container) {
 	mounted := false
 	for _, c := range containers {
 		if hasMountAt(c, path) {
@@ -282,10 +281,10 @@ func addEmptyDir(spec *corev1.PodSpec, name, path string, medium corev1.StorageM
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
 		mounted = true
 	}
-	if !mounted || hasVolume(spec.Volumes, name) {
+	if !mounted || hasVolume(pod.Volumes, name) {
 		return
 	}
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium, SizeLimit: size}}})
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium, SizeLimit: size}}})
 }
 
 func hasMountAt(c *corev1.Container, path string) bool {
@@ -369,28 +368,5 @@ func GCSPort(rc *rayv1.RayCluster) string {
 
 // HeadServiceFQDN is the head Service's in-cluster DNS name.
 func HeadServiceFQDN(rc *rayv1.RayCluster, opts Options) string {
-	return fmt.Sprintf("%s.%s.svc.%s", HeadServiceName(rc), rc.Namespace, opts.clusterDomain())
-}
-
-// AutoscalingEnabled reports whether the in-tree Ray autoscaler is on.
-func AutoscalingEnabled(rc *rayv1.RayCluster) bool {
-	return rc.Spec.EnableInTreeAutoscaling != nil && *rc.Spec.EnableInTreeAutoscaling
-}
-
-// AutoscalerV2 reports whether autoscaler v2 is selected, by autoscalerOptions.version or by the head's
-// RAY_enable_autoscaler_v2 env ("1" or "true").
-func AutoscalerV2(rc *rayv1.RayCluster) bool {
-	if o := rc.Spec.AutoscalerOptions; o != nil && o.Version != nil {
-		return *o.Version == rayv1.AutoscalerVersionV2
-	}
-	containers := rc.Spec.HeadGroupSpec.Template.Spec.Containers
-	if len(containers) == 0 {
-		return false
-	}
-	for _, e := range containers[constants.RayContainerIndex].Env {
-		if strings.EqualFold(e.Name, EnvAutoscalerV2) {
-			return e.Value == "1" || strings.EqualFold(e.Value, "true")
-		}
-	}
-	return false
+	return fmt.Sprintf("%s.%s.svc.%s", names.HeadServiceFor(rc), rc.Namespace, opts.clusterDomain())
 }

@@ -21,14 +21,6 @@ var defaultHeadPorts = []corev1.ContainerPort{
 	{Name: "serve", ContainerPort: constants.DefaultServePort},
 }
 
-// HeadServiceName is the head Service's name: headService.metadata.name if set, else "<cluster>-head-svc".
-func HeadServiceName(rc *rayv1.RayCluster) string {
-	if s := rc.Spec.HeadGroupSpec.HeadService; s != nil && s.Name != "" {
-		return s.Name
-	}
-	return names.HeadService(rc.Name)
-}
-
 // HeadServiceLabels are the head Service's labels and selector; app.kubernetes.io/name follows the head template.
 func HeadServiceLabels(rc *rayv1.RayCluster) map[string]string {
 	app := constants.AppNameDefault
@@ -52,7 +44,7 @@ func HeadService(rc *rayv1.RayCluster, opts Options) *corev1.Service {
 	if custom := rc.Spec.HeadGroupSpec.HeadService; custom != nil {
 		svc := custom.DeepCopy()
 		svc.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
-		meta := objectMeta(rc, HeadServiceName(rc), mergeMaps(svc.Labels, labels))
+		meta := objectMeta(rc, names.HeadServiceFor(rc), mergeMaps(svc.Labels, labels))
 		meta.Annotations = mergeMaps(svc.Annotations, rc.Spec.HeadServiceAnnotations)
 		svc.ObjectMeta = meta
 		svc.Spec.Selector = labels
@@ -63,7 +55,7 @@ func HeadService(rc *rayv1.RayCluster, opts Options) *corev1.Service {
 		svc.Status = corev1.ServiceStatus{}
 		return svc
 	}
-	meta := objectMeta(rc, HeadServiceName(rc), labels)
+	meta := objectMeta(rc, names.HeadServiceFor(rc), labels)
 	if len(rc.Spec.HeadServiceAnnotations) > 0 {
 		meta.Annotations = mergeMaps(nil, rc.Spec.HeadServiceAnnotations)
 	}

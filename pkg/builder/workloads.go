@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
-	"math"
 
 	appspub "github.com/openkruise/kruise-api/apps/pub"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -19,6 +18,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // revisionHistoryLimit is set explicitly so that Kruise's defaulting never differs from what kray wrote.
@@ -42,14 +42,14 @@ func WorkerSelector(rc *rayv1.RayCluster, group string) map[string]string {
 // the head; RollingUpdate updates it in place when only images or metadata changed, else recreates it.
 func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.StatefulSet {
 	replicas := int32(1)
-	if ClusterSuspended(rc) {
+	if spec.ClusterSuspended(rc) {
 		replicas = 0
 	}
 	template := HeadPodTemplate(rc, opts)
 	template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
-	if Rolling(rc) {
+	if spec.Rolling(rc) {
 		policy = kruisev1beta1.InPlaceIfPossiblePodUpdateStrategyType
 	}
 	sts := &kruisev1beta1.StatefulSet{
@@ -59,7 +59,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 			Replicas:             &replicas,
 			Selector:             &metav1.LabelSelector{MatchLabels: HeadSelector(rc)},
 			Template:             template,
-			ServiceName:          HeadServiceName(rc),
+			ServiceName:          names.HeadServiceFor(rc),
 			PodManagementPolicy:  "OrderedReady",
 			RevisionHistoryLimit: ptr.To[int32](revisionHistoryLimit),
 			UpdateStrategy: kruisev1beta1.StatefulSetUpdateStrategy{
@@ -68,7 +68,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 					Partition:       ptr.To[int32](0),
 					MaxUnavailable:  ptr.To(intstr.FromInt32(1)),
 					PodUpdatePolicy: policy,
-					Paused:          !updatesPods(rc),
+					Paused:          !spec.UpdatesPods(rc),
 					MinReadySeconds: ptr.To[int32](0),
 				},
 			},
@@ -87,10 +87,10 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 // named removals are never held back. With workerDrain set, pods carry the drain hook label and Kruise holds
 // a pod chosen for deletion in PreparingDelete until kray removes it.
 func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options, held bool) *kruisev1alpha1.CloneSet {
-	replicas := GroupReplicas(rc, group)
+	replicas := spec.GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
 	template := WorkerPodTemplate(rc, group, opts)
-	if RecreateOnChange(rc) {
+	if spec.RecreateOnChange(rc) {
 		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
 		template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
 	}
@@ -99,9 +99,9 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 		Partition:      ptr.To(intstr.FromInt32(0)),
 		MaxUnavailable: ptr.To(intstr.FromString("100%")),
 		MaxSurge:       ptr.To(intstr.FromInt32(0)),
-		Paused:         !updatesPods(rc),
+		Paused:         !spec.UpdatesPods(rc),
 	}
-	if Rolling(rc) {
+	if spec.Rolling(rc) {
 		strategy.Type = kruisev1alpha1.InPlaceIfPossibleCloneSetUpdateStrategyType
 		strategy.MaxUnavailable = ptr.To(intstr.FromString(constants.DefaultMaxUnavailable))
 		strategy.Paused = held
@@ -154,96 +154,22 @@ func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strat
 	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
 }
 
-// upgradeType is spec.upgradeStrategy.type, None when unset.
-func upgradeType(rc *rayv1.RayCluster) rayv1.RayClusterUpgradeType {
-	if u := rc.Spec.UpgradeStrategy; u != nil && u.Type != nil {
-		return *u.Type
-	}
-	return rayv1.RayClusterUpgradeNone
-}
-
-// RecreateOnChange reports whether upgradeStrategy is Recreate: a change to the pods' spec (templates, ray
-// start parameters) recreates every pod from the new spec, through the workloads' ReCreate update strategy
-// instead of KubeRay's delete-all.
-func RecreateOnChange(rc *rayv1.RayCluster) bool {
-	return upgradeType(rc) == rayv1.RayClusterRecreate
-}
-
-// Rolling reports whether upgradeStrategy is RollingUpdate (kray's extension): the head first, then each
-// worker group in spec order, updated in place where possible.
-func Rolling(rc *rayv1.RayCluster) bool {
-	return upgradeType(rc) == rayv1.RayClusterRollingUpdate
-}
-
-// updatesPods reports whether spec changes reach running pods at all (every strategy but None).
-func updatesPods(rc *rayv1.RayCluster) bool {
-	return upgradeType(rc) != rayv1.RayClusterUpgradeNone
-}
-
-// ClusterSuspended reports whether spec.suspend is true.
-func ClusterSuspended(rc *rayv1.RayCluster) bool {
-	return rc.Spec.Suspend != nil && *rc.Spec.Suspend
-}
-
-// GroupSuspended reports whether the group is suspended on its own or through the cluster.
-func GroupSuspended(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec) bool {
-	return ClusterSuspended(rc) || (group.Suspend != nil && *group.Suspend)
-}
-
-// NumOfHosts is the group's pods per replica; 0 (from old CRDs) counts as 1.
-func NumOfHosts(group *rayv1.WorkerGroupSpec) int32 {
-	if group.NumOfHosts <= 0 {
-		return 1
-	}
-	return group.NumOfHosts
-}
-
-// ClampedReplicas is the group's replicas (min when unset) clamped to [min, max], before numOfHosts.
-func ClampedReplicas(group *rayv1.WorkerGroupSpec) int32 {
-	lo := ptr.Deref(group.MinReplicas, 0)
-	hi := ptr.Deref(group.MaxReplicas, math.MaxInt32)
-	n := ptr.Deref(group.Replicas, lo)
-	if n < lo {
-		n = lo
-	}
-	if n > hi {
-		n = hi
-	}
-	return n
-}
-
-// GroupReplicas is the group's desired pod count: clamp(replicas, min, max) × numOfHosts, 0 when suspended.
-// It saturates at MaxInt32 instead of overflowing.
-func GroupReplicas(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec) int32 {
-	if GroupSuspended(rc, group) {
-		return 0
-	}
-	return saturate(int64(ClampedReplicas(group)) * int64(NumOfHosts(group)))
-}
-
-func saturate(n int64) int32 {
-	if n > math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int32(n)
-}
-
 // RecreateHash is KubeRay's ray.io/upgrade-strategy-recreate-hash: base32hex of the SHA-1 of the spec's JSON
 // with the fields that must not restart pods muted (replicas, min/max, workersToDelete, every template's
 // tolerations and scheduling gates, and upgradeStrategy itself).
 func RecreateHash(rc *rayv1.RayCluster) string {
-	spec := rc.Spec.DeepCopy()
-	spec.UpgradeStrategy = nil
-	spec.HeadGroupSpec.Template.Spec.Tolerations = nil
-	spec.HeadGroupSpec.Template.Spec.SchedulingGates = nil
-	for i := range spec.WorkerGroupSpecs {
-		g := &spec.WorkerGroupSpecs[i]
+	muted := rc.Spec.DeepCopy()
+	muted.UpgradeStrategy = nil
+	muted.HeadGroupSpec.Template.Spec.Tolerations = nil
+	muted.HeadGroupSpec.Template.Spec.SchedulingGates = nil
+	for i := range muted.WorkerGroupSpecs {
+		g := &muted.WorkerGroupSpecs[i]
 		g.Replicas, g.MinReplicas, g.MaxReplicas = nil, nil, nil
 		g.ScaleStrategy.WorkersToDelete = nil
 		g.Template.Spec.Tolerations = nil
 		g.Template.Spec.SchedulingGates = nil
 	}
-	data, err := json.Marshal(spec)
+	data, err := json.Marshal(muted)
 	if err != nil {
 		panic(err) // API types always marshal
 	}

@@ -193,3 +193,12 @@ const (
 
 // ControllerName is the field manager and event reporter of kray's reconciler.
 const ControllerName = "kray-operator"
+
+// Ray settings that validation and the builders share.
+const (
+	// EnvAutoscalerV2 selects the Ray autoscaler version when set on the head's Ray container.
+	EnvAutoscalerV2 = "RAY_enable_autoscaler_v2"
+	// GCSStorageVolume and GCSStorageMountPath are the embedded GCS store's volume and mount on the head.
+	GCSStorageVolume    = "gcs-storage"
+	GCSStorageMountPath = "/data/gcs"
+)

@@ -54,7 +54,7 @@ func (r *Reconciler) readChildren(ctx context.Context, rc *rayv1.RayCluster) (ch
 		return c, fmt.Errorf("get head StatefulSet: %w", err)
 	}
 	svc := &corev1.Service{}
-	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: builder.HeadServiceName(rc)}, svc); {
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadServiceFor(rc)}, svc); {
 	case err == nil:
 		c.headService = svc
 	case !apierrors.IsNotFound(err):

@@ -16,6 +16,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // drainPoll is how often a pod waiting for its Ray node to drain is checked again.
@@ -29,7 +30,7 @@ const drainPoll = time.Second
 // are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	var errs []error
-	if s.effective.Spec.WorkerDrain != nil && !builder.ClusterSuspended(s.effective) {
+	if s.effective.Spec.WorkerDrain != nil && !spec.ClusterSuspended(s.effective) {
 		errs = append(errs, r.hookExistingPods(ctx, s))
 	}
 	var waiting []*corev1.Pod
@@ -84,7 +85,7 @@ func drainSkipped(s *state, haveRay bool) string {
 		return "workerDrain is not set"
 	case !haveRay:
 		return "the operator has no Ray client"
-	case builder.ClusterSuspended(s.effective):
+	case spec.ClusterSuspended(s.effective):
 		return "the cluster is being suspended"
 	}
 	return ""

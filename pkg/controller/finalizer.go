@@ -20,6 +20,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // defaultRedisCleanupTimeout is how long a deleted cluster waits for its Redis cleanup when the
@@ -32,7 +33,7 @@ const cleanupPoll = 2 * time.Second
 // wantsRedisCleanup reports whether the cluster must have the Redis cleanup finalizer: GCS fault tolerance
 // with Redis, and the operator's cleanup switch on.
 func (r *Reconciler) wantsRedisCleanup(rc *rayv1.RayCluster) bool {
-	return builder.FTRedis(rc) && !r.DisableRedisCleanup
+	return spec.FTRedis(rc) && !r.DisableRedisCleanup
 }
 
 // ensureFinalizer adds the Redis cleanup finalizer before anything is created, so the cluster's Redis data
@@ -54,12 +55,12 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 	}
 	s := newState(rc, children{})
 	defer r.emit(s)
-	if !builder.FTRedis(rc) {
+	if !spec.FTRedis(rc) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
 	if timeout := redisCleanupTimeout(rc); time.Since(rc.DeletionTimestamp.Time) > timeout {
 		s.warn(constants.EventForceDeletedStuckCluster, "The Redis cleanup of %s/%s did not finish within %s; removed finalizer %s without it: delete the storage namespace %q from Redis by hand",
-			rc.Namespace, rc.Name, timeout, constants.FinalizerRedisCleanup, builder.ExternalStorageNamespace(rc))
+			rc.Namespace, rc.Name, timeout, constants.FinalizerRedisCleanup, spec.ExternalStorageNamespace(rc))
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
 	kids, err := r.readChildren(ctx, rc)
@@ -82,7 +83,7 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 			return ctrl.Result{}, fmt.Errorf("create Redis cleanup Job: %w", err)
 		}
 		if created {
-			s.normal(constants.EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, builder.ExternalStorageNamespace(rc))
+			s.normal(constants.EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, spec.ExternalStorageNamespace(rc))
 		}
 		return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 	case err != nil:

@@ -11,18 +11,20 @@ import (
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // reconcileAutoscalerRBAC creates the autoscaler's ServiceAccount, Role and RoleBinding once. A
 // ServiceAccount the head template names must already exist: kray does not create the user's account.
 func (r *Reconciler) reconcileAutoscalerRBAC(ctx context.Context, s *state) error {
 	rc := s.effective
-	if !builder.AutoscalingEnabled(rc) {
+	if !spec.AutoscalingEnabled(rc) {
 		return nil
 	}
-	if builder.UserServiceAccount(rc) {
+	if spec.UserServiceAccount(rc) {
 		sa := &corev1.ServiceAccount{}
-		key := types.NamespacedName{Namespace: rc.Namespace, Name: builder.AutoscalerServiceAccountName(rc)}
+		key := types.NamespacedName{Namespace: rc.Namespace, Name: names.AutoscalerServiceAccountFor(rc)}
 		if err := r.APIReader.Get(ctx, key, sa); err != nil {
 			if apierrors.IsNotFound(err) {
 				s.warn(constants.EventAutoscalerSANotFound, "ServiceAccount %s, named by the head template, does not exist; create it for the autoscaler", key)

@@ -13,6 +13,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/scale"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // reconcileReplicaLabels labels new worker pods with their replica index, and the hosts of a multi-host
@@ -40,7 +41,7 @@ func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error
 			errs = append(errs, fmt.Errorf("list pods of worker group %s: %w", group.GroupName, err))
 			continue
 		}
-		for pod, labels := range scale.ReplicaLabels(fresh.Items, cs.UID, group.GroupName, builder.NumOfHosts(group)) {
+		for pod, labels := range scale.ReplicaLabels(fresh.Items, cs.UID, group.GroupName, spec.NumOfHosts(group)) {
 			meta := podMeta{Labels: map[string]*string{}}
 			for k, v := range labels {
 				meta.Labels[k] = ptr.To(v)

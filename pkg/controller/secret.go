@@ -8,6 +8,7 @@ import (
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
 )
 
 // reconcileAuthSecret creates the Secret holding a generated Ray auth token (32 random bytes, base64) once.
@@ -17,7 +18,7 @@ func (r *Reconciler) reconcileAuthSecret(ctx context.Context, s *state) error {
 	if builder.AuthSecret(s.effective, "") == nil {
 		return nil
 	}
-	key := string(s.rc.UID) + "/Secret/" + builder.AuthSecretName(s.effective)
+	key := string(s.rc.UID) + "/Secret/" + names.AuthSecretFor(s.effective)
 	if _, done := r.createdSecrets.Load(key); done {
 		return nil
 	}

@@ -7,9 +7,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
-	"github.com/kray-project/kray/pkg/status"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // state is what the phases of one reconcile share.
@@ -41,7 +40,7 @@ func newState(rc *rayv1.RayCluster, c children) *state {
 
 // effectiveCluster returns rc, or a copy with spec.suspend on while a started suspension completes.
 func effectiveCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
-	if builder.ClusterSuspended(rc) || !status.EffectiveSuspend(rc) {
+	if spec.ClusterSuspended(rc) || !spec.EffectiveSuspend(rc) {
 		return rc
 	}
 	cp := rc.DeepCopy()
@@ -60,7 +59,7 @@ func (s *state) holdRolloutUnless(updated bool, live, desired client.Object) {
 
 // holdRollout holds the later groups of a RollingUpdate.
 func (s *state) holdRollout() {
-	if builder.Rolling(s.effective) {
+	if spec.Rolling(s.effective) {
 		s.rolloutHeld = true
 	}
 }

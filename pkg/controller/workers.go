@@ -16,6 +16,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/scale"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/status"
 )
 
@@ -115,7 +116,7 @@ func (r *Reconciler) atomicHosts(group *rayv1.WorkerGroupSpec) int32 {
 	if !r.ReplicaIndexing {
 		return 1
 	}
-	return builder.NumOfHosts(group)
+	return spec.NumOfHosts(group)
 }
 
 // replicasNeedWork is, for a group whose multi-host replicas kray keeps whole, the cache-based check that a
@@ -161,7 +162,7 @@ func (r *Reconciler) scaleInput(s *state, live, desired *kruisev1alpha1.CloneSet
 		DesiredReplicas:     ptr.Deref(desired.Spec.Replicas, 0),
 		WorkersToDelete:     group.ScaleStrategy.WorkersToDelete,
 		Pods:                pods,
-		Autoscaling:         builder.AutoscalingEnabled(s.effective),
+		Autoscaling:         spec.AutoscalingEnabled(s.effective),
 	}
 }
 
@@ -169,7 +170,7 @@ func (r *Reconciler) scaleInput(s *state, live, desired *kruisev1alpha1.CloneSet
 // scales the CloneSet to 0, so that its pods go through the drain hook, and waits until they are gone;
 // deleting the CloneSet right away would delete them without a drain.
 func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruisev1alpha1.CloneSet) (bool, error) {
-	if s.effective.Spec.WorkerDrain == nil || builder.ClusterSuspended(s.effective) || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
+	if s.effective.Spec.WorkerDrain == nil || spec.ClusterSuspended(s.effective) || cs.Spec.Lifecycle == nil || cs.Spec.Lifecycle.PreDelete == nil {
 		return true, nil
 	}
 	group := cs.Labels[constants.LabelGroup]

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 var migResource = regexp.MustCompile(`^nvidia\.com/mig-\d+g\.\d+gb$`)
@@ -20,10 +20,10 @@ func desiredResources(rc *rayv1.RayCluster, st *rayv1.RayClusterStatus) {
 	total := podResources(rc.Spec.HeadGroupSpec.Template.Spec)
 	for i := range rc.Spec.WorkerGroupSpecs {
 		g := &rc.Spec.WorkerGroupSpecs[i]
-		if builder.GroupSuspended(rc, g) {
+		if spec.GroupSuspended(rc, g) {
 			continue
 		}
-		n := int64(ptr.Deref(g.Replicas, 0)) * int64(builder.NumOfHosts(g))
+		n := int64(ptr.Deref(g.Replicas, 0)) * int64(spec.NumOfHosts(g))
 		per := podResources(g.Template.Spec)
 		for name, q := range per {
 			q.Mul(n)

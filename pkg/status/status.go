@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // Observed is what one reconcile saw and did.
@@ -37,12 +37,6 @@ type Observed struct {
 	InvalidReason string
 	// Now is the time this status is computed at.
 	Now metav1.Time
-}
-
-// EffectiveSuspend reports whether the cluster's pods must be gone: spec.suspend is true, or a suspension
-// already started and, as in KubeRay, runs to completion even if spec.suspend was flipped back.
-func EffectiveSuspend(rc *rayv1.RayCluster) bool {
-	return builder.ClusterSuspended(rc) || meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.RayClusterSuspending))
 }
 
 // Compute returns the new status of rc. It does not modify rc.
@@ -68,7 +62,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	switch {
 	case suspendedNow:
 		state = rayv1.Suspended
-	case obs.SyncError == nil && obs.InvalidSpec == nil && !builder.ClusterSuspended(rc) &&
+	case obs.SyncError == nil && obs.InvalidSpec == nil && !spec.ClusterSuspended(rc) &&
 		len(obs.Pods) == int(st.DesiredWorkerReplicas)+1 && allRunningAndReady(obs.Pods):
 		state = rayv1.Ready
 	}
@@ -98,11 +92,11 @@ func workers(rc *rayv1.RayCluster, st *rayv1.RayClusterStatus, pods []corev1.Pod
 	var desired, lo, hi int64
 	for i := range rc.Spec.WorkerGroupSpecs {
 		g := &rc.Spec.WorkerGroupSpecs[i]
-		desired += int64(builder.GroupReplicas(rc, g))
-		if builder.GroupSuspended(rc, g) {
+		desired += int64(spec.GroupReplicas(rc, g))
+		if spec.GroupSuspended(rc, g) {
 			continue
 		}
-		hosts := int64(builder.NumOfHosts(g))
+		hosts := int64(spec.NumOfHosts(g))
 		lo += int64(ptr.Deref(g.MinReplicas, 0)) * hosts
 		hi += int64(ptr.Deref(g.MaxReplicas, math.MaxInt32)) * hosts
 	}
@@ -295,7 +289,7 @@ func setSuspension(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, pods []core
 	suspending, suspended := string(rayv1.RayClusterSuspending), string(rayv1.RayClusterSuspended)
 	isSuspending := meta.IsStatusConditionTrue(st.Conditions, suspending)
 	isSuspended := meta.IsStatusConditionTrue(st.Conditions, suspended)
-	wanted := builder.ClusterSuspended(rc)
+	wanted := spec.ClusterSuspended(rc)
 	switch {
 	case isSuspending && len(pods) == 0:
 		set(st, suspending, metav1.ConditionFalse, suspending, "", now)

@@ -15,6 +15,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 var now = metav1.NewTime(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
@@ -112,7 +113,7 @@ func TestSuspendLifecycle(t *testing.T) {
 		t.Fatalf("pods remain: want Suspending, got %+v", st.Conditions)
 	}
 	rc.Status = st
-	if !EffectiveSuspend(rc) {
+	if !spec.EffectiveSuspend(rc) {
 		t.Fatal("suspension in progress must stay effective")
 	}
 	rc.Spec.Suspend = ptr.To(false) // flipped back mid-way: the suspension still completes

@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // HeadSetUpdated reports whether the head StatefulSet's pods run its current template: Kruise has observed
@@ -79,9 +79,9 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 	}
 	reason, verb := constants.ReasonUpgradeStrategyNone, "upgradeStrategy None leaves running pods on their spec"
 	switch {
-	case builder.Rolling(rc):
+	case spec.Rolling(rc):
 		reason, verb = constants.ReasonRollingUpdate, "rolling update in progress, the head first, then each worker group in order"
-	case builder.RecreateOnChange(rc):
+	case spec.RecreateOnChange(rc):
 		reason, verb = constants.ReasonRecreating, "recreating pods from the current spec"
 	}
 	set(st, constants.ConditionPodsUpToDate, metav1.ConditionFalse, reason, fmt.Sprintf("%s: %s", verb, strings.Join(behind, "; ")), obs.Now)

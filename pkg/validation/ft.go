@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // ftRules checks GCS fault tolerance as KubeRay does: one way to turn it on, no Redis settings outside
@@ -25,7 +25,7 @@ func ftRules(rc *rayv1.RayCluster) error {
 	if rc.Annotations[constants.AnnotationFTEnabled] != "" && o != nil {
 		return fmt.Errorf("%s annotation and GcsFaultToleranceOptions are both set. Please use only GcsFaultToleranceOptions to configure GCS fault tolerance", constants.AnnotationFTEnabled)
 	}
-	if !builder.FTEnabled(rc) && has("RAY_REDIS_ADDRESS") {
+	if !spec.FTEnabled(rc) && has("RAY_REDIS_ADDRESS") {
 		return fmt.Errorf("RAY_REDIS_ADDRESS is set which implicitly enables GCS fault tolerance, but GcsFaultToleranceOptions is not set. Please set GcsFaultToleranceOptions to enable GCS fault tolerance")
 	}
 	if o != nil {
@@ -53,7 +53,7 @@ func ftRules(rc *rayv1.RayCluster) error {
 // KubeRay's alpha feature gate.
 func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
 	o := rc.Spec.GcsFaultToleranceOptions
-	if !builder.FTEmbedded(rc) {
+	if !spec.FTEmbedded(rc) {
 		if o.Storage != nil {
 			return fmt.Errorf("cannot set GcsFaultToleranceOptions.Storage when backend is 'redis' - it only applies to the 'rocksdb' backend")
 		}
@@ -75,13 +75,13 @@ func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
 	}
 	head := rc.Spec.HeadGroupSpec.Template.Spec
 	for _, m := range head.Containers[0].VolumeMounts {
-		if m.MountPath == builder.GCSStorageMountPath || m.Name == builder.GCSStorageVolume {
-			return fmt.Errorf("cannot set a volume mount named %q or mounted at %s in the head container when the embedded GCS FT backend is used - it is managed by KubeRay", builder.GCSStorageVolume, builder.GCSStorageMountPath)
+		if m.MountPath == constants.GCSStorageMountPath || m.Name == constants.GCSStorageVolume {
+			return fmt.Errorf("cannot set a volume mount named %q or mounted at %s in the head container when the embedded GCS FT backend is used - it is managed by KubeRay", constants.GCSStorageVolume, constants.GCSStorageMountPath)
 		}
 	}
 	for _, v := range head.Volumes {
-		if v.Name == builder.GCSStorageVolume {
-			return fmt.Errorf("cannot set a volume named %q in the head Pod when the embedded GCS FT backend is used - it is managed by KubeRay", builder.GCSStorageVolume)
+		if v.Name == constants.GCSStorageVolume {
+			return fmt.Errorf("cannot set a volume named %q in the head Pod when the embedded GCS FT backend is used - it is managed by KubeRay", constants.GCSStorageVolume)
 		}
 	}
 	return nil
@@ -90,8 +90,8 @@ func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
 // authRules checks token auth as KubeRay does: Ray 2.52+ (2.55+ for Kubernetes token auth, which also
 // excludes a user Secret).
 func authRules(rc *rayv1.RayCluster) error {
-	if !builder.AuthEnabled(rc) {
-		if builder.K8sTokenAuth(rc) {
+	if !spec.AuthEnabled(rc) {
+		if spec.K8sTokenAuth(rc) {
 			return fmt.Errorf("authOptions.enableK8sTokenAuth is enabled but authOptions.mode not set to 'token'")
 		}
 		return nil
@@ -106,7 +106,7 @@ func authRules(rc *rayv1.RayCluster) error {
 	if v.LessThan(version.MustParseGeneric("2.52.0")) {
 		return fmt.Errorf("authOptions.mode is 'token' but minimum Ray version is 2.52.0, got %s", rc.Spec.RayVersion)
 	}
-	if builder.K8sTokenAuth(rc) {
+	if spec.K8sTokenAuth(rc) {
 		if v.LessThan(version.MustParseGeneric("2.55.0")) {
 			return fmt.Errorf("authOptions.enableK8sTokenAuth is enabled but minimum Ray version is 2.55.0, got %s", rc.Spec.RayVersion)
 		}

@@ -13,8 +13,8 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // MaxClusterNameLength leaves room for the longest derived name ("-serve-svc") inside 63 characters.
@@ -49,8 +49,8 @@ func Spec(rc *rayv1.RayCluster) error {
 		return err
 	}
 	seen := map[string]bool{}
-	autoscaling := builder.AutoscalingEnabled(rc)
-	v2 := builder.AutoscalerV2(rc)
+	autoscaling := spec.AutoscalingEnabled(rc)
+	v2 := spec.AutoscalerV2(rc)
 	for i := range rc.Spec.WorkerGroupSpecs {
 		g := &rc.Spec.WorkerGroupSpecs[i]
 		if seen[g.GroupName] {
@@ -168,17 +168,17 @@ func groupReplicas(g *rayv1.WorkerGroupSpec, autoscaling bool) error {
 
 func autoscalerRules(rc *rayv1.RayCluster, autoscaling, v2 bool) error {
 	headEnv := headRayEnv(rc)
-	envV2, envSet := headEnv[strings.ToLower(builder.EnvAutoscalerV2)]
+	envV2, envSet := headEnv[strings.ToLower(constants.EnvAutoscalerV2)]
 	envOn := envSet && (envV2 == "1" || strings.EqualFold(envV2, "true"))
 	if !autoscaling {
 		if envOn {
-			return fmt.Errorf("%s is set on the head but enableInTreeAutoscaling is not true", builder.EnvAutoscalerV2)
+			return fmt.Errorf("%s is set on the head but enableInTreeAutoscaling is not true", constants.EnvAutoscalerV2)
 		}
 		return nil
 	}
 	o := rc.Spec.AutoscalerOptions
 	if o != nil && o.Version != nil && envSet {
-		return fmt.Errorf("set the autoscaler version with either autoscalerOptions.version or the head env %s, not both", builder.EnvAutoscalerV2)
+		return fmt.Errorf("set the autoscaler version with either autoscalerOptions.version or the head env %s, not both", constants.EnvAutoscalerV2)
 	}
 	if v2 {
 		if p := rc.Spec.HeadGroupSpec.Template.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyNever {

@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -45,7 +46,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			for i := range rc.Spec.WorkerGroupSpecs {
 				objs = append(objs, builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[i], builder.Options{}, false))
 			}
-			if builder.AutoscalingEnabled(rc) {
+			if spec.AutoscalingEnabled(rc) {
 				objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))
 			}
 			for _, obj := range objs {

@@ -6,10 +6,11 @@ import (
 
 	"context"
 	"fmt"
-	"github.com/kray-project/kray/internal/moddir"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/kray-project/kray/internal/moddir"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

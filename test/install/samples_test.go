@@ -12,6 +12,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -21,24 +22,24 @@ import (
 func TestSamplesAcceptedByKray(t *testing.T) {
 	checks := map[string]func(t *testing.T, rc *rayv1.RayCluster){
 		"ray-cluster.sample.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
-			if builder.AutoscalingEnabled(rc) || len(rc.Spec.WorkerGroupSpecs) != 1 {
+			if spec.AutoscalingEnabled(rc) || len(rc.Spec.WorkerGroupSpecs) != 1 {
 				t.Errorf("the minimal sample should have one group and no autoscaling")
 			}
 		},
 		"ray-cluster.autoscaler.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
-			if !builder.AutoscalingEnabled(rc) || builder.AutoscalerV2(rc) {
+			if !spec.AutoscalingEnabled(rc) || spec.AutoscalerV2(rc) {
 				t.Errorf("want autoscaling with autoscaler v1")
 			}
 		},
 		"ray-cluster.autoscaler-v2.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
-			if !builder.AutoscalingEnabled(rc) || !builder.AutoscalerV2(rc) {
+			if !spec.AutoscalingEnabled(rc) || !spec.AutoscalerV2(rc) {
 				t.Errorf("want autoscaling with autoscaler v2")
 			}
 			if o := rc.Spec.AutoscalerOptions; o == nil || o.Version == nil || *o.Version != rayv1.AutoscalerVersionV2 {
 				t.Errorf("want autoscalerOptions.version v2")
 			}
 			for _, e := range rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env {
-				if strings.EqualFold(e.Name, builder.EnvAutoscalerV2) {
+				if strings.EqualFold(e.Name, constants.EnvAutoscalerV2) {
 					t.Errorf("the head sets %s; the version comes from autoscalerOptions.version", e.Name)
 				}
 			}
@@ -68,7 +69,7 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 			}
 		},
 		"ray-cluster.rolling-update.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
-			if !builder.Rolling(rc) || rc.Spec.WorkerDrain == nil {
+			if !spec.Rolling(rc) || rc.Spec.WorkerDrain == nil {
 				t.Fatalf("want upgradeStrategy RollingUpdate and workerDrain")
 			}
 			cs := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[0], builder.Options{}, false)
@@ -77,7 +78,7 @@ func TestSamplesAcceptedByKray(t *testing.T) {
 			}
 		},
 		"ray-cluster.suspended.yaml": func(t *testing.T, rc *rayv1.RayCluster) {
-			if !builder.ClusterSuspended(rc) {
+			if !spec.ClusterSuspended(rc) {
 				t.Errorf("want spec.suspend true")
 			}
 			if n := *builder.HeadStatefulSet(rc, builder.Options{}).Spec.Replicas; n != 0 {
