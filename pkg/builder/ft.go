@@ -15,7 +15,7 @@ import (
 	"github.com/kray-project/kray/pkg/spec"
 )
 
-// GCS fault tolerance and token auth: env vars, volumes and objects, as KubeRay renders them.
+// GCS fault tolerance: env vars, volumes and objects, as KubeRay renders them.
 const (
 	envRedisAddress           = "RAY_REDIS_ADDRESS"
 	envRedisUsername          = "REDIS_USERNAME"
@@ -26,13 +26,6 @@ const (
 	envGCSStorage             = "RAY_gcs_storage"
 	envGCSStoragePath         = "RAY_gcs_storage_path"
 	gcsStorageRocksDB         = "rocksdb"
-	envAuthMode               = "RAY_AUTH_MODE"
-	envAuthToken              = "RAY_AUTH_TOKEN"
-	envK8sTokenAuth           = "RAY_ENABLE_K8S_TOKEN_AUTH"
-	rayTokenVolume            = "ray-token"
-	rayTokenMountPath         = "/var/run/secrets/ray.io/serviceaccount"
-	// AuthTokenKey is the key of the token in the auth Secret.
-	AuthTokenKey = "auth_token"
 )
 
 // configureFT adds GCS fault tolerance settings: the head's ray.io/ft-enabled annotation always; with FT on,
@@ -122,53 +115,6 @@ func GCSStoragePVC(rc *rayv1.RayCluster) *corev1.PersistentVolumeClaim {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-}
-
-// AuthSecret is the Secret kray generates for token auth, holding token under auth_token; nil when auth is
-// off, the user named a Secret, or Kubernetes token auth is used.
-func AuthSecret(rc *rayv1.RayCluster, token string) *corev1.Secret {
-	if !spec.AuthEnabled(rc) || spec.K8sTokenAuth(rc) || ptr.Deref(rc.Spec.AuthOptions.SecretName, "") != "" {
-		return nil
-	}
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: objectMeta(rc, names.AuthSecretFor(rc), map[string]string{constants.LabelCluster: rc.Name}),
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{AuthTokenKey: []byte(token)},
-	}
-}
-
-// configureAuth adds token auth to the Ray container and the wait-gcs-ready init container, and with
-// Kubernetes token auth the projected ServiceAccount token volume.
-func configureAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
-	if !spec.AuthEnabled(rc) {
-		return
-	}
-	authEnv(rc, &tmpl.Spec.Containers[constants.RayContainerIndex])
-	if spec.K8sTokenAuth(rc) && !hasVolume(tmpl.Spec.Volumes, rayTokenVolume) {
-		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: rayTokenVolume, VolumeSource: corev1.VolumeSource{
-			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
-	}
-	for i := range tmpl.Spec.InitContainers {
-		if tmpl.Spec.InitContainers[i].Name == constants.WaitGCSReadyInitContainerName {
-			authEnv(rc, &tmpl.Spec.InitContainers[i])
-		}
-	}
-}
-
-// authEnv sets RAY_AUTH_MODE and either the Kubernetes token auth switch and mount or RAY_AUTH_TOKEN from
-// the auth Secret, leaving values the user set.
-func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
-	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthMode, Value: string(rayv1.AuthModeToken)})
-	if spec.K8sTokenAuth(rc) {
-		appendEnvIfAbsent(c, corev1.EnvVar{Name: envK8sTokenAuth, Value: "true"})
-		if !hasMountNamed(c.VolumeMounts, rayTokenVolume) {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: rayTokenVolume, MountPath: rayTokenMountPath, ReadOnly: true})
-		}
-		return
-	}
-	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: names.AuthSecretFor(rc)}, Key: AuthTokenKey}}})
 }
 
 func hasVolume(vs []corev1.Volume, name string) bool {

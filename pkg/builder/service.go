@@ -3,6 +3,7 @@ package builder
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // defaultHeadPorts are the head Service ports when the Ray container declares none.
@@ -126,4 +128,64 @@ func mergeMaps(base, over map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Labels of the serve Service.
+const (
+	labelOriginatedFromCRName = "ray.io/originated-from-cr-name"
+	labelServe                = "ray.io/serve"
+)
+
+// ServeService is the Service in front of Ray Serve on every pod of the cluster, created when the cluster
+// has the ray.io/enable-serve-service annotation "true", else nil. Its ports are the head's ports named
+// "serve" or "serve-*".
+func ServeService(rc *rayv1.RayCluster) *corev1.Service {
+	if !isTrue(rc.Annotations[constants.AnnotationEnableServeService]) {
+		return nil
+	}
+	var ports []corev1.ServicePort
+	for _, p := range headServicePorts(rc) {
+		if p.Name == "serve" || strings.HasPrefix(p.Name, "serve-") {
+			ports = append(ports, p)
+		}
+	}
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(rc, names.ServeService(rc.Name), map[string]string{
+			constants.LabelCluster:           rc.Name,
+			labelOriginatedFromCRName:        rc.Name,
+			constants.LabelOriginatedFromCRD: "RayCluster",
+			labelServe:                       rc.Name + "-serve",
+		}),
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{constants.LabelCluster: rc.Name},
+			Ports:    ports,
+			Type:     corev1.ServiceTypeClusterIP,
+		},
+	}
+}
+
+// HeadlessWorkerService is the headless Service of the cluster's workers, created when some group has
+// numOfHosts above 1, else nil: no ports, not-ready addresses published, for peer discovery between hosts.
+func HeadlessWorkerService(rc *rayv1.RayCluster) *corev1.Service {
+	multiHost := false
+	for i := range rc.Spec.WorkerGroupSpecs {
+		multiHost = multiHost || spec.NumOfHosts(&rc.Spec.WorkerGroupSpecs[i]) > 1
+	}
+	if !multiHost {
+		return nil
+	}
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(rc, names.HeadlessWorkerService(rc.Name), map[string]string{
+			constants.LabelCluster:               rc.Name,
+			constants.LabelHeadlessWorkerService: rc.Name,
+		}),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Type:                     corev1.ServiceTypeClusterIP,
+			PublishNotReadyAddresses: true,
+			Selector:                 map[string]string{constants.LabelCluster: rc.Name, constants.LabelNodeType: constants.NodeTypeWorker},
+		},
+	}
 }
