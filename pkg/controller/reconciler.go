@@ -78,21 +78,23 @@ const (
 type phase struct {
 	name string
 	run  func(ctx context.Context, s *state) error
-	// needs are earlier phases without whose success this one is skipped: the preflight, and what the pods
-	// of the workload it writes refer to (a ServiceAccount, a Secret, a claim).
+	// needs are earlier phases without whose success this one is skipped: the preflight for every phase that
+	// creates objects (a new cluster whose templates are refused gets nothing at all), and what the pods of
+	// the workload a phase writes refer to (a ServiceAccount, a Secret, a claim).
 	needs []string
 }
 
 func (r *Reconciler) phases() []phase {
+	pre := []string{phasePreflight}
 	return []phase{
 		{name: phasePreflight, run: r.preflightNewCluster},
-		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC},
-		{name: phaseIngress, run: r.reconcileIngress},
-		{name: phaseAuthSecret, run: r.reconcileAuthSecret},
-		{name: phaseHeadService, run: r.reconcileHeadService},
-		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService},
-		{name: phaseServeService, run: r.reconcileServeService},
-		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC},
+		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre},
+		{name: phaseIngress, run: r.reconcileIngress, needs: pre},
+		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre},
+		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre},
+		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre},
+		{name: phaseServeService, run: r.reconcileServeService, needs: pre},
+		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre},
 		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}},
 		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
