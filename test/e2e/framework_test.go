@@ -342,10 +342,37 @@ func (l *podLedger) record(t watch.EventType, p *corev1.Pod) {
 	}
 }
 
+// settle waits until the ledger agrees with a LIST of rc's pods: it has seen the creation of every pod the
+// API server lists and the deletion of every pod it saw created that is no longer listed. The watch delivers
+// events in order, so a read of the ledger afterwards reflects at least that list; without it, a read right
+// after a check made through the API could miss the last deletions.
+func (l *podLedger) settle(t *testing.T, rc *rayv1.RayCluster) {
+	t.Helper()
+	key := clusterKey(rc.Namespace, rc.Name)
+	NewWithT(t).Eventually(func(g Gomega) {
+		list, err := clientset.CoreV1().Pods(rc.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: constants.LabelCluster + "=" + rc.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		listed := map[types.UID]string{}
+		for i := range list.Items {
+			listed[list.Items[i].UID] = list.Items[i].Name
+		}
+		seen := map[types.UID]string{}
+		l.mu.Lock()
+		for uid, name := range l.created[key] {
+			if _, gone := l.deleted[key][uid]; !gone {
+				seen[uid] = name
+			}
+		}
+		l.mu.Unlock()
+		g.Expect(seen).To(Equal(listed), "the pod ledger has not caught up with the API server")
+	}, 30*time.Second, 50*time.Millisecond).Should(Succeed())
+}
+
 // counts returns how many pods of rc were ever created and deleted; it fails the test if the ledger may
 // have missed events.
 func (l *podLedger) counts(t *testing.T, rc *rayv1.RayCluster) (created, deleted int) {
 	t.Helper()
+	l.settle(t, rc)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gap != nil {
@@ -369,6 +396,7 @@ func (l *podLedger) deletedNames(t *testing.T, rc *rayv1.RayCluster) []string {
 
 func (l *podLedger) names(t *testing.T, m map[string]map[types.UID]string, rc *rayv1.RayCluster) []string {
 	t.Helper()
+	l.settle(t, rc)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gap != nil {
