@@ -75,16 +75,6 @@ func (b *clusterBuilder) group(name string, replicas, lo, hi int32) *clusterBuil
 	return b
 }
 
-func (b *clusterBuilder) autoscaling() *clusterBuilder {
-	b.rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
-	return b
-}
-
-func (b *clusterBuilder) suspended() *clusterBuilder {
-	b.rc.Spec.Suspend = ptr.To(true)
-	return b
-}
-
 func (b *clusterBuilder) create(t *testing.T) *rayv1.RayCluster {
 	t.Helper()
 	if err := k8s.Create(context.Background(), b.rc); err != nil {
@@ -123,37 +113,6 @@ func updateCluster(t *testing.T, rc *rayv1.RayCluster, mutate func(*rayv1.RayClu
 	}, timeout, interval).Should(Succeed())
 }
 
-// workerPod creates a pod the way the CloneSet controller would: group labels and a controller reference.
-func workerPod(t *testing.T, rc *rayv1.RayCluster, cs *kruisev1alpha1.CloneSet, name string) *corev1.Pod {
-	t.Helper()
-	labels := map[string]string{}
-	for k, v := range cs.Spec.Selector.MatchLabels {
-		labels[k] = v
-	}
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rc.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: kruisev1alpha1.GroupVersion.String(), Kind: "CloneSet", Name: cs.Name, UID: cs.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.46.0"}}},
-	}
-	if err := k8s.Create(context.Background(), p); err != nil {
-		t.Fatalf("create pod: %v", err)
-	}
-	return p
-}
-
 func condition(rc *rayv1.RayCluster, t string) *metav1.Condition {
 	return meta.FindStatusCondition(rc.Status.Conditions, t)
-}
-
-// events returns the messages of events about rc with the given reason.
-func events(g Gomega, rc *rayv1.RayCluster, reason string) []string {
-	list := &corev1.EventList{}
-	g.Expect(k8s.List(context.Background(), list, client.InNamespace(rc.Namespace))).To(Succeed())
-	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == rc.Name && e.Reason == reason {
-			out = append(out, e.Message)
-		}
-	}
-	return out
 }
