@@ -17,29 +17,53 @@ import (
 // The seed bug: pods created twice and one deleted at random. Ten RayClusters of 1 head + 5 workers
 // created at once each end ready with exactly six pods ever created and none deleted.
 func TestTenClustersAtOnceCreateEachPodOnce(t *testing.T) {
-	g := NewWithT(t)
-	ns := namespace(t)
-	clusters := make([]*rayv1.RayCluster, 10)
-	var wg sync.WaitGroup
+	clusters := sampleBurst(t, namespace(t), "burst", 10, 5)
+	createAtOnce(t, clusters)
+	expectEachPodCreatedOnce(t, clusters, 5)
+}
+
+// sampleBurst returns n copies of the sample cluster, named <prefix>-<i>, each with workers workers.
+func sampleBurst(t *testing.T, ns, prefix string, n int, workers int32) []*rayv1.RayCluster {
+	t.Helper()
+	clusters := make([]*rayv1.RayCluster, n)
 	for i := range clusters {
 		rc := loadSample(t, "ray-cluster.sample.yaml", ns)
-		rc.Name = fmt.Sprintf("burst-%d", i)
-		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](5)
+		rc.Name = fmt.Sprintf("%s-%d", prefix, i)
+		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To(workers)
 		clusters[i] = rc
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.Expect(k8s.Create(context.Background(), rc)).To(Succeed())
-		}()
 	}
-	wg.Wait()
+	return clusters
+}
+
+// expectEachPodCreatedOnce waits until every cluster is ready with workers workers, then checks with the
+// ledger that each created its head and workers exactly once and deleted none.
+func expectEachPodCreatedOnce(t *testing.T, clusters []*rayv1.RayCluster, workers int32) {
+	t.Helper()
+	g := NewWithT(t)
 	for _, rc := range clusters {
-		waitReady(t, rc, 5)
+		waitReady(t, rc, int(workers))
 	}
 	for _, rc := range clusters {
 		created, deleted := ledger.counts(t, rc)
-		g.Expect(created).To(Equal(6), "cluster %s", rc.Name)
+		g.Expect(created).To(Equal(int(workers)+1), "cluster %s", rc.Name)
 		g.Expect(deleted).To(BeZero(), "cluster %s", rc.Name)
+	}
+}
+
+// createAtOnce creates the RayClusters concurrently and fails the test, from its own goroutine, if a create
+// failed.
+func createAtOnce(t *testing.T, clusters []*rayv1.RayCluster) {
+	t.Helper()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, rc := range clusters {
+		wg.Go(func() { errs[i] = k8s.Create(context.Background(), rc) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create RayCluster %s: %v", clusters[i].Name, err)
+		}
 	}
 }
 

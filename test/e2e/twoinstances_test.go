@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
 
-	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -35,29 +31,10 @@ func TestTwoOperatorInstancesCreateEachPodOnce(t *testing.T) {
 	t.Cleanup(func() { hackEnv(t, twin, "operator.sh", "stop") })
 
 	ns := namespace(t)
-	clusters := make([]*rayv1.RayCluster, 10)
-	for i := range clusters {
-		rc := loadSample(t, "ray-cluster.sample.yaml", ns)
-		rc.Name = fmt.Sprintf("twin-%d", i)
-		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3)
-		clusters[i] = rc
-	}
-	errs := make([]error, len(clusters))
-	var wg sync.WaitGroup
-	for i, rc := range clusters {
-		wg.Go(func() { errs[i] = k8s.Create(t.Context(), rc) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	clusters := sampleBurst(t, ns, "twin", 10, 3)
+	createAtOnce(t, clusters)
+	expectEachPodCreatedOnce(t, clusters, 3)
 	for _, rc := range clusters {
-		waitReady(t, rc, 3)
-	}
-	for _, rc := range clusters {
-		created, deleted := ledger.counts(t, rc)
-		g.Expect(created).To(Equal(4), "cluster %s", rc.Name)
-		g.Expect(deleted).To(BeZero(), "cluster %s", rc.Name)
 		g.Expect(eventCount(g, rc, constants.EventFailedToWriteWorkload)).To(BeZero(), "cluster %s", rc.Name)
 	}
 	var lostRaces, errors int
