@@ -325,25 +325,45 @@ func TestDrainPhase(t *testing.T) {
 	}
 }
 
-// Replica indexing labels every worker with its index, and the hosts of a multi-host replica with its name.
+// Multi-host replicas are always labelled (their labels keep them whole); single-host workers get their
+// replica index only with ReplicaIndexing, as in KubeRay, where the gate is off by default.
 func TestReplicaLabels(t *testing.T) {
-	rc := cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].NumOfHosts = 2 }).obj()
-	e := newEnv(t, rc)
-	e.r.ReplicaIndexing = true
-	e.converge(rc)
-	list := &corev1.PodList{}
-	if err := e.api.List(context.Background(), list, client.MatchingLabels{constants.LabelGroup: "g"}); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name            string
+		hosts           int32
+		indexing        bool
+		wantPods        int
+		wantReplicas    int // distinct replica names; 0 for single-host groups
+		wantIndexLabels bool
+	}{
+		{name: "multi-host, gate off", hosts: 2, wantPods: 4, wantReplicas: 2, wantIndexLabels: true},
+		{name: "multi-host, gate on", hosts: 2, indexing: true, wantPods: 4, wantReplicas: 2, wantIndexLabels: true},
+		{name: "single-host, gate off", hosts: 1, wantPods: 2},
+		{name: "single-host, gate on", hosts: 1, indexing: true, wantPods: 2, wantIndexLabels: true},
 	}
-	replicas := map[string]int{}
-	for _, p := range list.Items {
-		if p.Labels[constants.LabelReplicaIndex] == "" {
-			t.Errorf("pod %s has no replica index", p.Name)
-		}
-		replicas[p.Labels[constants.LabelReplicaName]]++
-	}
-	if len(list.Items) != 4 || len(replicas) != 2 {
-		t.Errorf("%d pods in %d replicas (%v), want 4 in 2", len(list.Items), len(replicas), replicas)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].NumOfHosts = tc.hosts }).obj()
+			e := newEnv(t, rc)
+			e.r.ReplicaIndexing = tc.indexing
+			e.converge(rc)
+			list := &corev1.PodList{}
+			if err := e.api.List(context.Background(), list, client.MatchingLabels{constants.LabelGroup: "g"}); err != nil {
+				t.Fatal(err)
+			}
+			replicas := map[string]bool{}
+			for _, p := range list.Items {
+				if _, labelled := p.Labels[constants.LabelReplicaIndex]; labelled != tc.wantIndexLabels {
+					t.Errorf("pod %s has a replica index: %v, want %v", p.Name, labelled, tc.wantIndexLabels)
+				}
+				if n := p.Labels[constants.LabelReplicaName]; n != "" {
+					replicas[n] = true
+				}
+			}
+			if len(list.Items) != tc.wantPods || len(replicas) != tc.wantReplicas {
+				t.Errorf("%d pods in %d named replicas, want %d in %d", len(list.Items), len(replicas), tc.wantPods, tc.wantReplicas)
+			}
+		})
 	}
 }
 

@@ -46,8 +46,8 @@ type Reconciler struct {
 
 	// ResyncPeriod is how often a settled RayCluster is reconciled without an event; 0 means 5 minutes.
 	ResyncPeriod time.Duration
-	// ReplicaIndexing labels worker pods with their replica index and keeps multi-host replicas whole
-	// (KubeRay's RayMultiHostIndexing).
+	// ReplicaIndexing labels the workers of single-host groups with their replica index too (KubeRay's
+	// RayMultiHostIndexing); multi-host groups are always labelled and kept whole.
 	ReplicaIndexing bool
 	// DisableRedisCleanup leaves Redis GCS fault tolerant clusters without the cleanup finalizer (KubeRay's
 	// ENABLE_GCS_FT_REDIS_CLEANUP=false).

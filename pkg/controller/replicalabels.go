@@ -16,18 +16,18 @@ import (
 	"github.com/kray-project/kray/pkg/spec"
 )
 
-// reconcileReplicaLabels labels new worker pods with their replica index, and the hosts of a multi-host
-// replica with its shared name and their host index (KubeRay's RayMultiHostIndexing). Kruise creates pods
-// from one template, so kray adds these labels right after creation. A group with an unlabelled pod in the
-// cache is listed again from the API server before labelling, so an index is never handed out twice from
-// a stale view.
+// reconcileReplicaLabels labels the hosts of a multi-host replica with its shared name, its index and their
+// host index, which keep the replica whole, and, with ReplicaIndexing (KubeRay's RayMultiHostIndexing), the
+// workers of single-host groups with their replica index. Kruise creates pods from one template, so kray
+// adds these labels right after creation: one pod PATCH each. A group with an unlabelled pod in the cache is
+// listed again from the API server before labelling, so an index is never handed out twice from a stale view.
 func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error {
-	if !r.ReplicaIndexing {
-		return nil
-	}
 	var errs []error
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
+		if spec.NumOfHosts(group) == 1 && !r.ReplicaIndexing {
+			continue
+		}
 		if !anyUnlabeled(s.children.groupPods(s.effective, group.GroupName)) {
 			continue
 		}

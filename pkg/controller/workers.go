@@ -111,11 +111,9 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	return nil
 }
 
-// atomicHosts is the group's numOfHosts when replicas are kept whole (replica indexing on), else 1.
+// atomicHosts is the number of pods kray keeps together as one replica: the group's numOfHosts (a
+// single-host group's replicas are single pods).
 func (r *Reconciler) atomicHosts(group *rayv1.WorkerGroupSpec) int32 {
-	if !r.ReplicaIndexing {
-		return 1
-	}
 	return spec.NumOfHosts(group)
 }
 

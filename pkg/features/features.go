@@ -15,14 +15,14 @@ import (
 // delayed. Beta, on by default.
 const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 
-// RayMultiHostIndexing labels worker pods with their replica index and, for groups with numOfHosts above
-// 1, their replica name and host index, and keeps those replicas whole (KubeRay's gate of the same name).
-// Beta, on by default.
+// RayMultiHostIndexing labels the workers of single-host groups with their replica index too (KubeRay's gate
+// of the same name, alpha and off by default in KubeRay v1.5.0, as here). Multi-host groups are labelled and
+// kept whole whatever the gate says.
 const RayMultiHostIndexing featuregate.Feature = "RayMultiHostIndexing"
 
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	WorkerPodEventBatching: {Default: true, PreRelease: featuregate.Beta},
-	RayMultiHostIndexing:   {Default: true, PreRelease: featuregate.Beta},
+	RayMultiHostIndexing:   {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // New returns a feature gate with kray's features at their defaults.

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -39,9 +41,13 @@ func replicasOf(g Gomega, rc *rayv1.RayCluster, group string) (map[string][]stri
 	return hosts, index
 }
 
-// KubeRay's TestRayClusterSingleHostMultiSlice: every worker carries its replica index, a replacement takes
-// the freed index, and a scale-up continues the sequence.
+// KubeRay's TestRayClusterSingleHostMultiSlice, behind its gate: by default (KubeRay v1.5.0's too) a
+// single-host worker carries no replica index; with RayMultiHostIndexing on, every worker gets one, a
+// replacement takes the freed index, and a scale-up continues the sequence.
 func TestReplicaIndexSingleHost(t *testing.T) {
+	if !localCluster() {
+		t.Skip("restarts the operator with a feature gate through hack/operator.sh")
+	}
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -49,6 +55,11 @@ func TestReplicaIndexSingleHost(t *testing.T) {
 	rc := create(t, sample)
 	waitReady(t, rc, 3)
 	name := group(rc).GroupName
+	g.Consistently(func(g Gomega) { g.Expect(replicaIndices(g, rc, name)).To(And(HaveLen(3), HaveEach(BeEmpty()))) }, 2*time.Second, poll).Should(Succeed())
+
+	hack(t, "operator.sh", "stop")
+	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
+	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --feature-gates=RayMultiHostIndexing=true"}, "operator.sh", "start")
 	g.Eventually(func(g Gomega) { g.Expect(replicaIndices(g, rc, name)).To(ConsistOf("0", "1", "2")) }, readyTimeout, poll).Should(Succeed())
 	for _, p := range workerPods(g, rc, name) {
 		g.Expect(p.Labels).NotTo(HaveKey(constants.LabelReplicaName))
