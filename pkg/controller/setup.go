@@ -92,7 +92,8 @@ func CacheOptions(namespaces []string) cache.Options {
 type SetupOptions struct {
 	// Concurrency is the number of RayClusters reconciled in parallel.
 	Concurrency int
-	// WorkerPodBatch delays the reconcile a worker pod event triggers, batching bursts; 0 disables it.
+	// WorkerPodBatch delays the reconcile that a worker pod event or a Kruise workload event triggers,
+	// batching bursts; 0 disables it.
 	WorkerPodBatch time.Duration
 }
 
@@ -100,51 +101,55 @@ type SetupOptions struct {
 const DefaultWorkerPodBatch = 500 * time.Millisecond
 
 // SetupWithManager registers the reconciler: RayCluster spec, label and annotation changes (not its own
-// status writes), the Kruise workloads and Service it owns, and the pods of each cluster by label.
+// status writes), the Services, Ingresses and Jobs it owns, and, by the ray.io/cluster label, the cluster's
+// Kruise workloads and pods.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("raycluster").
 		For(&rayv1.RayCluster{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&kruisev1alpha1.CloneSet{}).
-		Owns(&kruisev1beta1.StatefulSet{}).
+		Watches(&kruisev1alpha1.CloneSet{}, clusterHandler{batch: opts.WorkerPodBatch}).
+		Watches(&kruisev1beta1.StatefulSet{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.Ingress{}).
 		Owns(&batchv1.Job{}).
-		Watches(&corev1.Pod{}, podHandler{batch: opts.WorkerPodBatch}).
+		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headPodsAtOnce: true}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 }
 
-// podHandler enqueues the RayCluster named by a pod's ray.io/cluster label. A worker pod event waits up to
-// batch before it reconciles, so a burst of pod events (a 500-pod scale-up) becomes a few reconciles and
-// status writes instead of one per event. Head pod events are never delayed: HeadPodReady must see a head
-// that is down for less than that.
-type podHandler struct{ batch time.Duration }
+// clusterHandler enqueues the RayCluster named by an object's ray.io/cluster label, after up to batch: a
+// burst of events (a 500-pod scale-up, and Kruise's status writes for each of those pods) becomes a few
+// reconciles and status writes instead of one per event. With headPodsAtOnce, head pod events are never
+// delayed: HeadPodReady must see a head that is down for less than that.
+type clusterHandler struct {
+	batch          time.Duration
+	headPodsAtOnce bool
+}
 
-func (h podHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h clusterHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(e.Object, q)
 }
 
-func (h podHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h clusterHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(e.ObjectNew, q)
 }
 
-func (h podHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h clusterHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(e.Object, q)
 }
 
-func (h podHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h clusterHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(e.Object, q)
 }
 
-func (h podHandler) enqueue(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h clusterHandler) enqueue(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	name, ok := obj.GetLabels()[constants.LabelCluster]
 	if !ok {
 		return
 	}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}
-	if h.batch <= 0 || obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead {
+	if h.batch <= 0 || (h.headPodsAtOnce && obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead) {
 		q.Add(req)
 		return
 	}
