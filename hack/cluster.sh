@@ -40,6 +40,9 @@
 #   KRAY_SERVICE_CIDR=10.96.0.0/16  KRAY_POD_CIDR=10.244.0.1/16
 #   KRAY_WAIT_TIMEOUT=60 (seconds per readiness wait)  KRAY_STOP_TIMEOUT=10  KRAY_PURGE=0
 #   KRAY_KRUISE_EXTRA_ARGS, KRAY_APISERVER_EXTRA_ARGS  extra flags, split on whitespace
+#   KRAY_POD_START_DELAY_MS=0  KRAY_POD_START_JITTER_MS=0
+#       a realistic pod start: kwok makes a pod Running after DELAY +- JITTER milliseconds (uniform) instead of
+#       at once; applies when kwok starts (`down`, then `up`).
 #   KRAY_LOCAL_DIR (default <repo>/.local)  KRAY_BIN_DIR (default <repo>/bin)
 #
 # State (KRAY_LOCAL_DIR): kubeconfig (admin, system:masters), pki/, kubeconfigs/ (one per component),
@@ -69,6 +72,8 @@ SERVICE_CIDR="${KRAY_SERVICE_CIDR:-10.96.0.0/16}"
 POD_CIDR="${KRAY_POD_CIDR:-10.244.0.1/16}"
 WAIT_TIMEOUT="${KRAY_WAIT_TIMEOUT:-60}"
 STOP_TIMEOUT="${KRAY_STOP_TIMEOUT:-10}"
+POD_START_DELAY_MS="${KRAY_POD_START_DELAY_MS:-0}"
+POD_START_JITTER_MS="${KRAY_POD_START_JITTER_MS:-0}"
 
 STATE_DIR="${KRAY_LOCAL_DIR:-${ROOT}/.local}"
 BIN_DIR="${KRAY_BIN_DIR:-${ROOT}/bin}"

@@ -40,6 +40,10 @@ type config struct {
 	Evictions     int           `json:"evictions"`
 	Timeout       time.Duration `json:"scenarioTimeout"`
 	Settle        time.Duration `json:"settle"`
+	// PodStartDelay and PodStartJitter make kwok start each pod after delay +- jitter (uniform) instead of
+	// at once: the user's time on real nodes, where images and `ray start` take seconds.
+	PodStartDelay  time.Duration `json:"podStartDelay"`
+	PodStartJitter time.Duration `json:"podStartJitter"`
 	KrayArgs      []string      `json:"krayExtraArgs"`
 	KubeRayArgs   []string      `json:"kuberayExtraArgs"`
 	OutDir        string        `json:"-"`
@@ -82,6 +86,8 @@ func parseFlags() config {
 	flag.IntVar(&cfg.Evictions, "evictions", 20, "head evictions (one at a time, each on its own cluster)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "limit for each scenario")
 	flag.DurationVar(&cfg.Settle, "settle", 10*time.Second, "extra watch time after a scenario to catch late creations/deletions")
+	flag.DurationVar(&cfg.PodStartDelay, "pod-start-delay", 0, "time kwok takes to start a pod (0: at once)")
+	flag.DurationVar(&cfg.PodStartJitter, "pod-start-jitter", 0, "uniform jitter around -pod-start-delay (at most the delay)")
 	flag.StringVar(&krayArgs, "kray-args", "", "extra kray flags, space separated")
 	flag.StringVar(&kuberayArgs, "kuberay-args", "", "extra KubeRay flags, space separated")
 	flag.StringVar(&cfg.OutDir, "out", filepath.Join(root, "docs/bench"), "directory for results.json and chart.png")
@@ -91,6 +97,9 @@ func parseFlags() config {
 	cfg.Operators = strings.Split(ops, ",")
 	cfg.KrayArgs = strings.Fields(krayArgs)
 	cfg.KubeRayArgs = strings.Fields(kuberayArgs)
+	if cfg.PodStartJitter > cfg.PodStartDelay {
+		log.Fatal("bench: -pod-start-jitter must not exceed -pod-start-delay")
+	}
 	if filepath.Base(cfg.LocalDir) == ".local" {
 		log.Fatal("bench: refusing to use .local, the default cluster's state directory")
 	}

@@ -181,19 +181,34 @@ func updateReport(path, section string) error {
 // renderMarkdown renders the generated section: machine, the comparison table, API requests, flags.
 func renderMarkdown(cfg config, res *results) string {
 	var w bytes.Buffer
-	fmt.Fprintf(&w, "Run %s → %s (UTC). Raw data: [`docs/bench/results.json`](bench/results.json).\n\n",
-		res.Started.Format(time.DateTime), res.Finished.Format(time.DateTime))
+	dir := relDir(cfg)
+	fmt.Fprintf(&w, "Run %s → %s (UTC). Raw data: [`%s`](%s).\n\n",
+		res.Started.Format(time.DateTime), res.Finished.Format(time.DateTime), filepath.Join(dir, "results.json"), filepath.Join(dir, "results.json"))
+	if cfg.PodStartDelay > 0 {
+		fmt.Fprintf(&w, "**Pod start:** kwok makes each pod Running %s ± %s after it is scheduled (uniform), as a real node "+
+			"pulling an image and running `ray start` would; the readiness gates follow as usual.\n\n", cfg.PodStartDelay, cfg.PodStartJitter)
+	} else {
+		fmt.Fprintf(&w, "**Pod start:** at once (kwok's zero-delay profile: every control-plane write is on the critical path).\n\n")
+	}
 	m := res.Machine
 	fmt.Fprintf(&w, "**Machine:** %d CPUs (%s), %s memory, Linux %s, %s. **kray:** `%s`.\n", m.NProc, m.CPU, m.MemTotal, m.Kernel, m.GoVersion, m.KrayVersion)
 	fmt.Fprintf(&w, "**Versions:** KubeRay %s, Kubernetes %s, etcd %s, kwok %s, OpenKruise %s.\n\n",
 		m.Versions["KUBERAY_VERSION"], m.Versions["KUBERNETES_VERSION"], m.Versions["ETCD_VERSION"], m.Versions["KWOK_VERSION"], m.Versions["KRUISE_VERSION"])
-	fmt.Fprintf(&w, "![kray vs KubeRay](bench/chart.png)\n\n")
+	fmt.Fprintf(&w, "![kray vs KubeRay](%s)\n\n", filepath.Join(dir, "chart.png"))
 	kray, kuberay := findOp(res, "kray"), findOp(res, "kuberay")
 	writeComparison(&w, kray, kuberay)
 	writeRequests(&w, res)
 	writeFlags(&w, cfg, res)
 	writeErrors(&w, res)
 	return w.String()
+}
+
+// relDir is the output directory relative to the report's, for the report's links.
+func relDir(cfg config) string {
+	if rel, err := filepath.Rel(filepath.Dir(cfg.Report), cfg.OutDir); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return cfg.OutDir
 }
 
 func findOp(res *results, name string) *operatorResult {
@@ -370,9 +385,9 @@ func errorSummary(errs map[string]float64) string {
 
 func writeFlags(w *bytes.Buffer, cfg config, res *results) {
 	fmt.Fprintf(w, "### Flags\n\n")
-	fmt.Fprintf(w, "- harness: `-clusters=%d -rate=%g -scale-to=%d -small-clusters=%d -down-clusters=%d -down-per-cluster=%d -evictions=%d -settle=%s -timeout=%s`; "+
+	fmt.Fprintf(w, "- harness: `-clusters=%d -rate=%g -scale-to=%d -small-clusters=%d -down-clusters=%d -down-per-cluster=%d -evictions=%d -settle=%s -timeout=%s -pod-start-delay=%s -pod-start-jitter=%s`; "+
 		"each RayCluster container requests and limits 1 CPU / 1Gi; nothing is deleted between scenarios.\n",
-		cfg.Clusters, cfg.CreateRate, cfg.ScaleTo, cfg.SmallClusters, cfg.DownClusters, cfg.DownPerClust, cfg.Evictions, cfg.Settle, cfg.Timeout)
+		cfg.Clusters, cfg.CreateRate, cfg.ScaleTo, cfg.SmallClusters, cfg.DownClusters, cfg.DownPerClust, cfg.Evictions, cfg.Settle, cfg.Timeout, cfg.PodStartDelay, cfg.PodStartJitter)
 	for _, op := range res.Operators {
 		fmt.Fprintf(w, "- %s: `%s` (every other flag at its default)\n", op.Name, strings.Join(op.Flags, " "))
 	}

@@ -121,14 +121,39 @@ start_kwok() {
   # --node-lease-duration-seconds kwok heartbeats by node status every 20-45 s, close to the controller
   # manager's grace period; with it, kwok renews a Lease every 10 s.
   mkdir -p "${STATE_DIR}/kwok-home"
+  local stages
+  stages="$(kwok_stages)"
   start_process kwok HOME="${STATE_DIR}/kwok-home" -- \
     --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig" \
     --manage-all-nodes=true \
     --cidr="${POD_CIDR}" \
     --node-ip=127.0.0.1 \
     --node-lease-duration-seconds=40 \
-    --config="${ROOT}/hack/kwok/stages.yaml" \
+    --config="${stages}" \
     --server-address="127.0.0.1:${KWOK_PORT}"
+}
+
+# kwok_stages prints the stages file kwok runs with: hack/kwok/stages.yaml, or, with a pod start delay, a
+# copy in manifests/ whose kray-pod-ready stage waits a time drawn uniformly from
+# [POD_START_DELAY_MS - POD_START_JITTER_MS, POD_START_DELAY_MS + POD_START_JITTER_MS] before a pod runs.
+kwok_stages() {
+  local src="${ROOT}/hack/kwok/stages.yaml"
+  if (( POD_START_DELAY_MS == 0 && POD_START_JITTER_MS == 0 )); then
+    printf '%s\n' "${src}"
+    return
+  fi
+  (( POD_START_JITTER_MS <= POD_START_DELAY_MS )) || die "KRAY_POD_START_JITTER_MS must not exceed KRAY_POD_START_DELAY_MS"
+  local out="${MANIFEST_DIR}/kwok-stages.yaml"
+  mkdir -p "${MANIFEST_DIR}"
+  awk -v lo="$((POD_START_DELAY_MS - POD_START_JITTER_MS))" -v hi="$((POD_START_DELAY_MS + POD_START_JITTER_MS))" '
+    { print }
+    /^  name: kray-pod-ready$/ { ready = 1 }
+    ready && /^spec:$/ {
+      printf "  delay:\n    durationMilliseconds: %d\n    jitterDurationMilliseconds: %d\n", lo, hi
+      ready = 0
+    }' "${src}" >"${out}"
+  grep -q 'jitterDurationMilliseconds' "${out}" || die "could not add the pod start delay to ${out}"
+  printf '%s\n' "${out}"
 }
 http_ok() { curl -sf --max-time 2 "$1" >/dev/null; }
 ready_kwok() { wait_until kwok "kwok /healthz" http_ok "http://127.0.0.1:${KWOK_PORT}/healthz"; }
