@@ -31,7 +31,7 @@ func CloneSetUpdated(cs *kruisev1alpha1.CloneSet) bool {
 }
 
 // setUpdateProgress reports each group's update progress, the head first and then the worker groups in spec
-// order, and the PodsUpToDate condition, whose reason says why pods still run an older spec.
+// order, and the PodsUpToDate condition: False, with a reason saying why, while some pod runs an older spec.
 func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Observed) {
 	var progress []rayv1.GroupUpdateProgress
 	var behind []string
@@ -44,7 +44,7 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 			TargetReplicas:       ptr.Deref(sts.Spec.Replicas, 1),
 		}
 		progress = append(progress, p)
-		if !HeadSetUpdated(sts) {
+		if podsBehind(sts.Generation, sts.Status.ObservedGeneration, p) {
 			behind = append(behind, describeProgress(p))
 		}
 	}
@@ -65,7 +65,7 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 			TargetReplicas:       cs.Status.ExpectedUpdatedReplicas,
 		}
 		progress = append(progress, p)
-		if !CloneSetUpdated(cs) {
+		if podsBehind(cs.Generation, cs.Status.ObservedGeneration, p) {
 			behind = append(behind, describeProgress(p))
 		}
 	}
@@ -85,6 +85,15 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 		reason, verb = constants.ReasonRecreating, "recreating pods from the current spec"
 	}
 	set(st, constants.ConditionPodsUpToDate, metav1.ConditionFalse, reason, fmt.Sprintf("%s: %s", verb, strings.Join(behind, "; ")), obs.Now)
+}
+
+// podsBehind reports whether some of a workload's pods run an older spec than the workload's own: Kruise has
+// not yet observed the latest spec of a workload that has pods, or fewer pods are updated than the existing
+// pods it means to update (a partition keeps the others). A new pod that is not ready yet is not behind:
+// creating a cluster is not an update. (HeadSetUpdated and CloneSetUpdated, which also wait for readiness,
+// decide when a rolling update moves on to the next group.)
+func podsBehind(generation, observed int64, p rayv1.GroupUpdateProgress) bool {
+	return (observed < generation && p.Replicas > 0) || p.UpdatedReplicas < min(p.Replicas, p.TargetReplicas)
 }
 
 func describeProgress(p rayv1.GroupUpdateProgress) string {

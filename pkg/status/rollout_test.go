@@ -80,3 +80,32 @@ func TestUpdateProgressAndCondition(t *testing.T) {
 		t.Fatalf("PodsUpToDate = %+v, want True", c)
 	}
 }
+
+// noPods is the head StatefulSet before its pod exists.
+func noPods(sts *kruisev1beta1.StatefulSet) *kruisev1beta1.StatefulSet {
+	sts.Status.Replicas = 0
+	return sts
+}
+
+// A cluster being created runs no pod on an older spec: its workloads, not yet observed by Kruise or with
+// new pods that are not ready, are up to date (they were reported behind, "upgradeStrategy None leaves
+// running pods on their spec", on every new cluster).
+func TestCreationIsNotAnUpdate(t *testing.T) {
+	rc := cluster()
+	for _, tc := range []struct {
+		name string
+		head *kruisev1beta1.StatefulSet
+		sets []kruisev1alpha1.CloneSet
+		want metav1.ConditionStatus
+	}{
+		{"just created, not observed", noPods(headSet(1, 0, 0, 0)), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 0, 0, 0, 0, 0)}, metav1.ConditionTrue},
+		{"pods created, not ready", headSet(1, 1, 1, 0), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 1, 2, 2, 2, 0)}, metav1.ConditionTrue},
+		{"some pods on an older spec", headSet(2, 2, 1, 1), []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 1, 1)}, metav1.ConditionFalse},
+		{"a new spec not observed yet", headSet(2, 1, 1, 1), []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 2, 2)}, metav1.ConditionFalse},
+	} {
+		obs := Observed{Pods: allReady(), Now: now, HeadSet: tc.head, CloneSets: tc.sets}
+		if c := meta.FindStatusCondition(Compute(rc, obs).Conditions, constants.ConditionPodsUpToDate); c == nil || c.Status != tc.want {
+			t.Errorf("%s: PodsUpToDate = %+v, want %s", tc.name, c, tc.want)
+		}
+	}
+}
