@@ -58,6 +58,9 @@ func newEnv(ctx context.Context, cfg config, cl *localCluster, op *operator) (*e
 	if e.rec, err = startRecorder(ctx, e.cs, e.dyn); err != nil {
 		return nil, err
 	}
+	if op.binary == "" {
+		return e, nil // kruise-alone
+	}
 	logFile := filepath.Join(cl.env["KRAY_LOCAL_DIR"], "logs", op.name+".log")
 	if e.proc, err = op.start(ctx, cl.kubeconfig(), logFile); err != nil {
 		e.rec.close()
@@ -68,12 +71,18 @@ func newEnv(ctx context.Context, cfg config, cl *localCluster, op *operator) (*e
 }
 
 func (e *env) close() {
-	e.proc.stop()
+	if e.proc != nil {
+		e.proc.stop()
+	}
 	e.rec.close()
 }
 
-// sample reads the operator's and kruise-manager's counters.
+// sample reads the operator's and kruise-manager's counters; kruise-alone has no operator to sample.
 func (e *env) sample() (opS, kruiseS procSample, err error) {
+	if e.proc == nil {
+		kruiseS, err = sampleProcess(e.kruise, e.cl.kruiseMetricsURL())
+		return opS, kruiseS, err
+	}
 	if opS, err = sampleProcess(e.proc.pid(), "http://127.0.0.1:"+operatorMetricsPort+"/metrics"); err != nil {
 		return opS, kruiseS, fmt.Errorf("sampling %s: %w", e.op.name, err)
 	}

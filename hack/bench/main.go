@@ -76,7 +76,7 @@ func parseFlags() config {
 	flag.StringVar(&cfg.KrayBinary, "kray", filepath.Join(root, "bin/kray-operator"), "kray operator binary")
 	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-v1.5.0/ray-operator"), "KubeRay operator binary")
 	flag.StringVar(&cfg.KubeRayCRDs, "kuberay-crds", "", "KubeRay's config/crd/bases directory (required when kuberay runs)")
-	flag.StringVar(&ops, "operators", "kray,kuberay", "operators to measure, in order")
+	flag.StringVar(&ops, "operators", "kray,kuberay,"+kruiseAlone, "operators to measure, in order ("+kruiseAlone+": no operator, kray's built objects applied directly)")
 	flag.IntVar(&cfg.Clusters, "clusters", 100, "RayClusters (1 head + 3 workers) created in the create scenario")
 	flag.Float64Var(&cfg.CreateRate, "rate", 10, "RayClusters created per second")
 	flag.IntVar(&cfg.ScaleTo, "scale-to", 500, "workers of the big cluster in the scale scenario")
@@ -179,6 +179,9 @@ func measure(ctx context.Context, cfg config, op *operator) (or operatorResult, 
 	for _, sc := range scenarios(cfg) {
 		if ctx.Err() != nil {
 			return or, ctx.Err()
+		}
+		if op.name == kruiseAlone && !sc.floor {
+			continue
 		}
 		log.Printf("%s: scenario %s", op.name, sc.name)
 		sr := env.runScenario(ctx, sc)

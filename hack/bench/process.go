@@ -56,8 +56,12 @@ func newOperator(cfg config, name string) (*operator, error) {
 				"--log-stdout-encoder=console"}, cfg.KubeRayArgs...),
 			crdDir: cfg.KubeRayCRDs,
 		}, nil
+	case kruiseAlone:
+		// No process: the harness applies kray's built objects itself (kruisealone.go). kray's CRD is
+		// installed only for the recorder's RayCluster informer.
+		return &operator{name: name, crdDir: filepath.Join(cfg.Root, "config/crd/bases")}, nil
 	}
-	return nil, fmt.Errorf("unknown operator %q (want kray or kuberay)", name)
+	return nil, fmt.Errorf("unknown operator %q (want kray, kuberay or %s)", name, kruiseAlone)
 }
 
 // process is a started operator.

@@ -196,7 +196,7 @@ func renderMarkdown(cfg config, res *results) string {
 		m.Versions["KUBERAY_VERSION"], m.Versions["KUBERNETES_VERSION"], m.Versions["ETCD_VERSION"], m.Versions["KWOK_VERSION"], m.Versions["KRUISE_VERSION"])
 	fmt.Fprintf(&w, "![kray vs KubeRay](%s)\n\n", filepath.Join(dir, "chart.png"))
 	kray, kuberay := findOp(res, "kray"), findOp(res, "kuberay")
-	writeComparison(&w, kray, kuberay)
+	writeComparison(&w, kray, kuberay, findOp(res, kruiseAlone))
 	writeRequests(&w, res)
 	writeFlags(&w, cfg, res)
 	writeErrors(&w, res)
@@ -270,13 +270,22 @@ func figureValue(s *scenarioResult, key string) float64 {
 	return math.NaN()
 }
 
-func writeComparison(w *bytes.Buffer, kray, kuberay *operatorResult) {
+func writeComparison(w *bytes.Buffer, kray, kuberay, floor *operatorResult) {
 	fmt.Fprintf(w, "### kray vs KubeRay\n\n")
 	fmt.Fprintf(w, "Ratio is kray ÷ KubeRay (below 1: kray is faster or uses less). kray's side runs on kruise-manager, "+
-		"whose CPU and memory are listed beside kray's; in KubeRay's cluster kruise-manager runs idle.\n\n")
-	fmt.Fprintf(w, "| scenario | measure | kray | KubeRay | ratio |\n|---|---|---:|---:|---:|\n")
+		"whose CPU and memory are listed beside kray's; in KubeRay's cluster kruise-manager runs idle.")
+	if floor != nil {
+		fmt.Fprintf(w, " *Kruise alone* applies the Service, Advanced StatefulSet and CloneSet kray would build, with no "+
+			"operator (create and scale only): the floor under kray's latency; *÷ floor* is kray ÷ Kruise alone.")
+	}
+	fmt.Fprintf(w, "\n\n| scenario | measure | kray | KubeRay | ratio |")
+	if floor != nil {
+		fmt.Fprintf(w, " Kruise alone | ÷ floor |\n|---|---|---:|---:|---:|---:|---:|\n")
+	} else {
+		fmt.Fprintf(w, "\n|---|---|---:|---:|---:|\n")
+	}
 	for _, sc := range scenarioUnion(kray, kuberay) {
-		a, b := findScenario(kray, sc.Name), findScenario(kuberay, sc.Name)
+		a, b, f := findScenario(kray, sc.Name), findScenario(kuberay, sc.Name), findScenario(floor, sc.Name)
 		for i, r := range rowsFor(&sc) {
 			title := ""
 			if i == 0 {
@@ -291,7 +300,19 @@ func writeComparison(w *bytes.Buffer, kray, kuberay *operatorResult) {
 			if r.exact {
 				format = func(v float64) string { return fmt.Sprintf("%.3f", v) }
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", title, label, format(va), format(vb), ratio(va, vb))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |", title, label, format(va), format(vb), ratio(va, vb))
+			if floor != nil {
+				vf := math.NaN()
+				if f != nil && !strings.HasPrefix(r.label, "operator ") {
+					vf = valueOf(f, r)
+				}
+				if math.IsNaN(vf) {
+					fmt.Fprintf(w, " n/a | — |")
+				} else {
+					fmt.Fprintf(w, " %s | %s |", format(vf), ratio(va, vf))
+				}
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	fmt.Fprintln(w)

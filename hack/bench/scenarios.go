@@ -32,16 +32,18 @@ type scenarioOutput struct {
 type scenario struct {
 	name, title string
 	run         func(ctx context.Context, e *env, ns string) (scenarioOutput, error)
+	// floor marks the scenarios kruise-alone runs too.
+	floor bool
 }
 
 // scenarios returns the benchmark's scenarios in run order; each runs in its own namespace bench-<name>
 // and nothing is deleted between them.
 func scenarios(cfg config) []scenario {
 	return []scenario{
-		{"create", fmt.Sprintf("create %d RayClusters (1 head + 3 workers) at %g/s", cfg.Clusters, cfg.CreateRate), runCreate},
-		{"scale", fmt.Sprintf("one group 0→%d while %d small clusters are created", cfg.ScaleTo, cfg.SmallClusters), runScale},
-		{"scaledown", fmt.Sprintf("%d named-pod deletions across %d clusters (autoscaler patch)", cfg.DownClusters*cfg.DownPerClust, cfg.DownClusters), runScaleDown},
-		{"evict", fmt.Sprintf("%d head evictions, one at a time", cfg.Evictions), runEvict},
+		{"create", fmt.Sprintf("create %d RayClusters (1 head + 3 workers) at %g/s", cfg.Clusters, cfg.CreateRate), runCreate, true},
+		{"scale", fmt.Sprintf("one group 0→%d while %d small clusters are created", cfg.ScaleTo, cfg.SmallClusters), runScale, true},
+		{"scaledown", fmt.Sprintf("%d named-pod deletions across %d clusters (autoscaler patch)", cfg.DownClusters*cfg.DownPerClust, cfg.DownClusters), runScaleDown, false},
+		{"evict", fmt.Sprintf("%d head evictions, one at a time", cfg.Evictions), runEvict, false},
 	}
 }
 
@@ -53,17 +55,33 @@ func names(prefix string, n int) []string {
 	return out
 }
 
+// createFor creates the named clusters: RayClusters, or for kruise-alone the objects kray would build.
+func (e *env) createFor(ctx context.Context, ns string, clusters []string, s clusterSpec, rate float64) (map[string]time.Time, error) {
+	if e.alone() {
+		return e.createWorkloads(ctx, ns, clusters, s, rate)
+	}
+	return e.createClusters(ctx, ns, clusters, s, rate)
+}
+
+// waitReadyFor waits until the clusters are ready: their state, or for kruise-alone 1 + workers Ready pods.
+func (e *env) waitReadyFor(ctx context.Context, keys map[string]time.Time, workers int) error {
+	if e.alone() {
+		return e.waitPodsReady(ctx, keys, workers)
+	}
+	return e.waitClustersReady(ctx, keys)
+}
+
 // runCreate creates cfg.Clusters small clusters at a fixed rate and measures the time until all are ready
 // and each one's time from its create request to ready.
 func runCreate(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 	var out scenarioOutput
 	start := time.Now()
-	sent, err := e.createClusters(ctx, ns, names("c", e.cfg.Clusters), smallCluster, e.cfg.CreateRate)
+	sent, err := e.createFor(ctx, ns, names("c", e.cfg.Clusters), smallCluster, e.cfg.CreateRate)
 	out.desired = len(sent) * (1 + smallCluster.workers)
 	if err != nil {
 		return out, err
 	}
-	err = e.waitClustersReady(ctx, sent)
+	err = e.waitReadyFor(ctx, sent, smallCluster.workers)
 	allReady := time.Since(start).Seconds()
 	lat := e.timesToReady(sent)
 	if err == nil {
@@ -84,24 +102,29 @@ func runCreate(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 func runScale(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 	var out scenarioOutput
 	big := clusterSpec{workers: 0, minWorkers: 0, maxWorkers: e.cfg.ScaleTo}
-	bigSent, err := e.createClusters(ctx, ns, []string{"big"}, big, 1)
+	bigSent, err := e.createFor(ctx, ns, []string{"big"}, big, 1)
 	if err != nil {
 		return out, err
 	}
-	if err := e.waitClustersReady(ctx, bigSent); err != nil {
+	if err := e.waitReadyFor(ctx, bigSent, 0); err != nil {
 		return out, err
 	}
 	start := time.Now()
-	if err := e.patchCluster(ctx, ns, "big", fmt.Sprintf(
-		`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, e.cfg.ScaleTo)); err != nil {
+	if e.alone() {
+		err = e.scaleWorkers(ctx, ns, "big", e.cfg.ScaleTo)
+	} else {
+		err = e.patchCluster(ctx, ns, "big", fmt.Sprintf(
+			`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, e.cfg.ScaleTo))
+	}
+	if err != nil {
 		return out, err
 	}
-	sent, err := e.createClusters(ctx, ns, names("s", e.cfg.SmallClusters), smallCluster, e.cfg.CreateRate)
+	sent, err := e.createFor(ctx, ns, names("s", e.cfg.SmallClusters), smallCluster, e.cfg.CreateRate)
 	out.desired = 1 + e.cfg.ScaleTo + len(sent)*(1+smallCluster.workers)
 	if err != nil {
 		return out, err
 	}
-	smallErr := e.waitClustersReady(ctx, sent)
+	smallErr := e.waitReadyFor(ctx, sent, smallCluster.workers)
 	lat := e.timesToReady(sent)
 	bigKey := map[string]bool{ns + "/big": true}
 	var bigReady time.Time
