@@ -25,6 +25,7 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 			return fmt.Errorf("create head StatefulSet %s: %w", desired.Name, err)
 		}
 		if created {
+			s.createdHead = true
 			s.normal(constants.EventCreatedHeadStatefulSet, "Created head Advanced StatefulSet %s/%s", desired.Namespace, desired.Name)
 		}
 		return nil

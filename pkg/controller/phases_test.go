@@ -140,17 +140,14 @@ func TestLostCreateRaceIsNotAFailure(t *testing.T) {
 func TestStatusConflictRequeuesAndAnnouncesNothingTwice(t *testing.T) {
 	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) { rc.Spec.Suspend = ptr.To(true) }).obj()
 	e := newEnv(t, rc)
+	e.mustReconcile(rc) // creates the workloads and leaves the status to the next reconcile
 	e.writer.FailOnce(writetest.Status, "RayCluster", "c", apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"}, "c", errors.New("modified")))
 	_, res, err := e.reconcile(rc)
 	if err != nil || res.RequeueAfter != conflictRetry {
 		t.Fatalf("got %+v, %v; want a requeue after %s and no error", res, err, conflictRetry)
 	}
-	first := reasons(e.takeEvents())
-	if slices.Contains(first, constants.EventSuspended) {
+	if first := reasons(e.takeEvents()); slices.Contains(first, constants.EventSuspended) {
 		t.Errorf("events %v announce a suspension whose status write failed", first)
-	}
-	if !slices.Contains(first, constants.EventCreatedHeadStatefulSet) {
-		t.Errorf("events %v lack the creation that did happen", first)
 	}
 	e.mustReconcile(rc)
 	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventSuspended) {
@@ -159,6 +156,22 @@ func TestStatusConflictRequeuesAndAnnouncesNothingTwice(t *testing.T) {
 	e.mustReconcile(rc)
 	if got := reasons(e.takeEvents()); slices.Contains(got, constants.EventSuspended) {
 		t.Errorf("%s announced twice", constants.EventSuspended)
+	}
+}
+
+// Events about writes that happened are emitted even when the status write fails.
+func TestActionEventsSurviveAFailedStatusWrite(t *testing.T) {
+	rc := cluster("c").group("g", 1).obj()
+	e := newEnv(t, rc)
+	e.converge(rc)
+	e.takeEvents()
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](2) })
+	e.writer.FailOnce(writetest.Status, "RayCluster", "c", errOutage)
+	if _, _, err := e.reconcile(rc); err == nil || !strings.Contains(err.Error(), "write status") {
+		t.Fatalf("Reconcile error %v, want the status write's", err)
+	}
+	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventScaledWorkerGroup) {
+		t.Errorf("events %v lack the scale-up that did happen", got)
 	}
 }
 

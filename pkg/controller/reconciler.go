@@ -157,9 +157,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		obs.SyncError = failures
 	}
-	statusErr := r.writeStatus(ctx, s, obs)
+	var statusErr error
+	if deferStatus(s, obs) {
+		s.retryAfter(time.Second) // should the creations' events not come
+	} else {
+		statusErr = r.writeStatus(ctx, s, obs)
+	}
 	r.emit(s)
 	return r.result(s, obs, statusErr)
+}
+
+// deferStatus reports whether this reconcile leaves the status to the next one: it created a new cluster's
+// workloads without an error, so what it read describes nothing that exists yet, and the creations' own watch
+// events reconcile the cluster again within the batching window. One status write saved per new cluster.
+func deferStatus(s *state, obs status.Observed) bool {
+	return s.createdHead && obs.SyncError == nil && obs.InvalidSpec == nil && len(s.rc.Status.Conditions) == 0
 }
 
 // runPhases runs every phase whose needs succeeded and returns each failing phase's error, wrapped with the

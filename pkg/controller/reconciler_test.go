@@ -25,10 +25,13 @@ func TestReconcileCreatesAClusterOnceThenWritesNothing(t *testing.T) {
 		"create Service/c-head-svc",
 		"create StatefulSet/c-head",
 		"create CloneSet/c-small-worker", "create CloneSet/c-big-worker",
-		"status RayCluster/c",
 	}
+	// The status waits for the next reconcile: nothing the first one read exists yet.
 	if diff := cmp.Diff(want, e.mustReconcile(rc)); diff != "" {
 		t.Fatalf("first reconcile's writes (-want +got):\n%s", diff)
+	}
+	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.ObservedGeneration != 0 {
+		t.Fatalf("the first reconcile wrote the status %+v", got.Status)
 	}
 	wantEvents := []string{constants.EventCreatedService, constants.EventCreatedHeadStatefulSet, constants.EventCreatedWorkerCloneSet, constants.EventCreatedWorkerCloneSet}
 	if diff := cmp.Diff(wantEvents, reasons(e.takeEvents())); diff != "" {

@@ -28,6 +28,8 @@ type state struct {
 	// rolloutHeld is set while a RollingUpdate is still updating an earlier group (the head, or a worker group
 	// before the current one): later groups keep their update paused, so groups update one at a time.
 	rolloutHeld bool
+	// createdHead is set when this reconcile created the head StatefulSet (a new cluster).
+	createdHead bool
 	// requeueAfter, when set, asks for the next reconcile sooner than the resync (a drain being waited for).
 	requeueAfter time.Duration
 	// events are emitted after the status write (see Reconcile).
