@@ -48,10 +48,11 @@ type Node struct {
 	Idle time.Duration
 }
 
-// Drained reports whether the node holds no more work: it is dead, idle, or draining with nothing left
-// running.
+// Drained reports whether the node holds no more work: it is dead, or idle. Ray's GCS reports a node it is
+// draining as DRAINING until the raylet, out of work, exits and the node is DEAD; it sets an idle duration
+// only on IDLE nodes, never on DRAINING ones.
 func (n Node) Drained() bool {
-	return n.Status == NodeStatusDead || n.Status == NodeStatusIdle || (n.Status == NodeStatusDraining && n.Idle > 0)
+	return n.Status == NodeStatusDead || n.Status == NodeStatusIdle
 }
 
 // DrainReply is the GCS's answer to a drain request.

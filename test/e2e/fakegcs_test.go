@@ -22,7 +22,7 @@ import (
 // fakeGCS stands in for the GCS of every Ray cluster in the suite: it serves Ray's AutoscalerStateService
 // (GetClusterResourceState and DrainNode, the wire format of autoscaler.proto) over gRPC, reports one Ray
 // node per running worker pod (instance ID = pod name, as in real pods), and records every drain request.
-// A drained node reports DRAINING, and becomes idle once the drain time of its namespace has passed.
+// A drained node reports DRAINING, and DEAD once the drain time of its namespace has passed.
 type fakeGCS struct {
 	mu sync.Mutex
 	// drainTime is how long a drain takes per namespace; a negative value never finishes.
@@ -128,9 +128,11 @@ func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
 		f.pods[hex.EncodeToString(id)] = key
 		n := ray.Node{ID: id, InstanceID: p.Name, IP: p.Status.PodIP, Status: ray.NodeStatusRunning}
 		if call, ok := f.drains[key]; ok {
+			// As Ray's GCS: DRAINING (never with an idle duration) until the raylet, out of work, exits and
+			// the node is DEAD.
 			n.Status = ray.NodeStatusDraining
 			if d, ok := f.drainTime[p.Namespace]; ok && d >= 0 && time.Since(call.At) >= d {
-				n.Idle = time.Since(call.At) - d + time.Millisecond
+				n.Status = ray.NodeStatusDead
 			}
 		}
 		nodes = append(nodes, n)
