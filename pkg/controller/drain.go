@@ -10,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
+	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/ray"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -50,12 +52,17 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	}
 	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
 	gcs := r.gcsAddress(s)
-	nodes, lookupErr := r.rayClient(gcs).Nodes(ctx)
+	token, tokenErr := r.authToken(ctx, s)
+	gcsClient := r.rayClient(gcs, token)
+	if tokenErr != nil {
+		gcsClient = failedClient{tokenErr}
+	}
+	nodes, lookupErr := gcsClient.Nodes(ctx)
 	now := r.now().Time
 	for _, p := range waiting {
 		started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
 		if err != nil {
-			errs = append(errs, r.startDrain(ctx, s, p, gcs, nodes, lookupErr, now.Add(timeout)))
+			errs = append(errs, r.startDrain(ctx, s, p, gcsClient, gcs, nodes, lookupErr, now.Add(timeout)))
 			s.retryAfter(drainPoll)
 			continue
 		}
@@ -93,14 +100,14 @@ func drainSkipped(s *state, haveRay bool) string {
 
 // startDrain asks the GCS to drain the pod's node and records the attempt in the pod, whatever the answer:
 // the timeout counts from the first attempt.
-func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
+func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
 	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
 	case lookupErr != nil:
 		s.warn(constants.EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
 	case !found:
 		s.normal(constants.EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
 	default:
-		reply, err := r.rayClient(gcs).Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
+		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
 		switch {
 		case err != nil:
 			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
@@ -191,13 +198,40 @@ func (r *Reconciler) gcsAddress(s *state) string {
 	return net.JoinHostPort(builder.HeadServiceFQDN(s.effective, r.Options), builder.GCSPort(s.effective))
 }
 
-// rayClient returns the GCS client for address; a dial error comes back from its calls.
-func (r *Reconciler) rayClient(address string) ray.Client {
-	c, err := r.Ray.Dial(address)
+// rayClient returns the GCS client for address, sending token with each call; a dial error comes back from
+// its calls.
+func (r *Reconciler) rayClient(address, token string) ray.Client {
+	c, err := r.Ray.Dial(address, token)
 	if err != nil {
 		return failedClient{err}
 	}
 	return c
+}
+
+// errK8sTokenAuth reports a cluster whose GCS checks Kubernetes tokens (enableK8sTokenAuth), which the drain
+// client does not send: such drains fall back to the timeout.
+var errK8sTokenAuth = errors.New("the cluster uses Kubernetes token auth (enableK8sTokenAuth), which kray's drain client does not support")
+
+// authToken returns the token the cluster's GCS expects, "" when token auth is off. It reads the Secret by
+// name straight from the API server (get only: no list, no watch, no Secret kept in memory), and only when a
+// worker is waiting for its drain.
+func (r *Reconciler) authToken(ctx context.Context, s *state) (string, error) {
+	switch {
+	case !spec.AuthEnabled(s.effective):
+		return "", nil
+	case spec.K8sTokenAuth(s.effective):
+		return "", errK8sTokenAuth
+	}
+	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: names.AuthSecretFor(s.effective)}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		return "", fmt.Errorf("read the Ray auth token from Secret %s: %w", key, err)
+	}
+	token := string(secret.Data[builder.AuthTokenKey])
+	if token == "" {
+		return "", fmt.Errorf("Secret %s holds no %q key", key, builder.AuthTokenKey)
+	}
+	return token, nil
 }
 
 // failedClient is the client of a GCS that could not be dialed.

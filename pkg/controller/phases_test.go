@@ -274,9 +274,13 @@ func TestDeadPodsAreDeletedAndLivePodsAreNot(t *testing.T) {
 type fakeRay struct {
 	nodes   []ray.Node
 	drained []string
+	tokens  []string // the token of each Dial
 }
 
-func (f *fakeRay) Dial(string) (ray.Client, error) { return f, nil }
+func (f *fakeRay) Dial(_, token string) (ray.Client, error) {
+	f.tokens = append(f.tokens, token)
+	return f, nil
+}
 func (f *fakeRay) Nodes(context.Context) ([]ray.Node, error) {
 	return f.nodes, nil
 }
@@ -442,5 +446,53 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 	if got := ptr.Deref(e.get(&kruisev1beta1.StatefulSet{}, "c-head").(*kruisev1beta1.StatefulSet).Spec.Replicas, 0); got != 1 {
 		t.Errorf("head replicas %d after resuming", got)
+	}
+}
+
+// On a cluster with token auth, the drain client sends the token of the cluster's Secret; without a readable
+// token no drain is asked, the failure is reported, and the pod waits for the timeout.
+func TestDrainSendsTheClusterToken(t *testing.T) {
+	for _, secretGone := range []bool{false, true} {
+		t.Run(map[bool]string{false: "token", true: "no Secret"}[secretGone], func(t *testing.T) {
+			rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+				rc.Spec.RayVersion = "2.52.0"
+				rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+				rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+			}).obj()
+			e := newEnv(t, rc)
+			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
+			e.r.Ray = gcs
+			e.converge(rc)
+			secret := e.get(&corev1.Secret{}, "c").(*corev1.Secret)
+			if secretGone {
+				if err := e.api.Delete(context.Background(), secret); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.takeEvents()
+			pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+			pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
+			if err := e.api.Update(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			e.mustReconcile(rc)
+			pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+			if _, hooked := pod.Labels[constants.LabelDrainHook]; !hooked {
+				t.Fatal("the pod was released at once; it must wait for its drain or the timeout")
+			}
+			if secretGone {
+				if len(gcs.drained) != 0 {
+					t.Errorf("a drain was asked without the token")
+				}
+				if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventDrainFailed) {
+					t.Errorf("events %v lack %s", got, constants.EventDrainFailed)
+				}
+				return
+			}
+			want := string(secret.Data["auth_token"])
+			if want == "" || len(gcs.drained) != 1 || !slices.Contains(gcs.tokens, want) || slices.Contains(gcs.tokens, "") {
+				t.Errorf("drains %v with tokens %q, want one drain with the Secret's token", gcs.drained, gcs.tokens)
+			}
+		})
 	}
 }

@@ -34,7 +34,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
@@ -47,8 +47,10 @@ import (
 // are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
 // read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
 // restartPolicy-Never template, patched to put or release the drain hook label. Services and the
-// autoscaler's RBAC are created once, never updated. Secrets are only created (a generated Ray auth token),
-// never read. PVCs (the embedded GCS store) are created; Ingresses created and kept to the spec; Jobs (the
+// autoscaler's RBAC are created once, never updated. Secrets are created (a generated Ray auth token) and read
+// one by one by name (get: never listed, watched or cached) only while a worker of a cluster with token auth
+// waits for its drain, whose GCS call must carry the token; get is cluster-wide because the Secret's name
+// comes from the RayCluster's spec. PVCs (the embedded GCS store) are created; Ingresses created and kept to the spec; Jobs (the
 // Redis cleanup of a deleted cluster) created and read. RayCluster patch also writes the Redis cleanup
 // finalizer. The
 // operator grants the autoscaler's Role, so it must hold those pod and raycluster verbs itself (it does:

@@ -9,12 +9,19 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
 )
 
 // Full method names of Ray's AutoscalerStateService (package ray.rpc.autoscaler).
 const (
 	MethodGetClusterResourceState = "/ray.rpc.autoscaler.AutoscalerStateService/GetClusterResourceState"
 	MethodDrainNode               = "/ray.rpc.autoscaler.AutoscalerStateService/DrainNode"
+)
+
+// Ray's token authentication: the metadata key and the prefix of its value.
+const (
+	AuthMetadataKey = "authorization"
+	BearerPrefix    = "Bearer "
 )
 
 // callTimeout bounds one GCS call, so a silent GCS never stalls a reconcile.
@@ -54,12 +61,13 @@ type GRPCDialer struct {
 	conns map[string]*grpc.ClientConn
 }
 
-// Dial returns the Client of the GCS at address; connections are made lazily and reused.
-func (d *GRPCDialer) Dial(address string) (Client, error) {
+// Dial returns the Client of the GCS at address; connections are made lazily and reused (per address: the
+// token travels with each call, not with the connection).
+func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c, ok := d.conns[address]; ok {
-		return grpcClient{c}, nil
+		return grpcClient{conn: c, token: token}, nil
 	}
 	c, err := grpc.NewClient(address,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -71,13 +79,24 @@ func (d *GRPCDialer) Dial(address string) (Client, error) {
 		d.conns = map[string]*grpc.ClientConn{}
 	}
 	d.conns[address] = c
-	return grpcClient{c}, nil
+	return grpcClient{conn: c, token: token}, nil
 }
 
-type grpcClient struct{ conn *grpc.ClientConn }
+type grpcClient struct {
+	conn  *grpc.ClientConn
+	token string
+}
+
+// outgoing bounds a call's context and adds the auth token, if any.
+func (c grpcClient) outgoing(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, AuthMetadataKey, BearerPrefix+c.token)
+	}
+	return context.WithTimeout(ctx, callTimeout)
+}
 
 func (c grpcClient) Nodes(ctx context.Context) ([]Node, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := c.outgoing(ctx)
 	defer cancel()
 	var reply []byte
 	if err := c.conn.Invoke(ctx, MethodGetClusterResourceState, []byte{}, &reply); err != nil {
@@ -90,7 +109,7 @@ func (c grpcClient) Drain(ctx context.Context, nodeID []byte, reason string, dea
 	if len(nodeID) == 0 {
 		return DrainReply{}, errEmptyNodeID
 	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := c.outgoing(ctx)
 	defer cancel()
 	var reply []byte
 	if err := c.conn.Invoke(ctx, MethodDrainNode, EncodeDrainRequest(nodeID, reason, deadline), &reply); err != nil {

@@ -71,9 +71,10 @@ type Client interface {
 	Drain(ctx context.Context, nodeID []byte, reason string, deadline time.Time) (DrainReply, error)
 }
 
-// Dialer returns the Client of the GCS at address (host:port).
+// Dialer returns the Client of the GCS at address (host:port). A non-empty token goes with every call, as
+// Ray's token authentication (Ray 2.52+) expects it: gRPC metadata "authorization: Bearer <token>".
 type Dialer interface {
-	Dial(address string) (Client, error)
+	Dial(address, token string) (Client, error)
 }
 
 // FindNode returns the node running in a pod: the one registered with the pod's name as instance ID, else

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
+	grpcstatus "google.golang.org/grpc/status"
+
 	. "github.com/onsi/gomega"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -268,4 +272,53 @@ func TestDrainSurvivesOperatorRestart(t *testing.T) {
 		"not released within 3 s of the restart, although its timeout (from %s) had passed", started)
 	g.Expect(drainedNames(gcs.drainedPods(rc.Namespace), rc.Namespace)).To(ConsistOf(victim), "the drain was asked more than once")
 	waitReady(t, rc, 1)
+}
+
+// Ray 2.52+ with token auth: the GCS refuses every call without the cluster's token (the fake GCS does, too:
+// a drain asked without it is refused, the positive control below). A named worker of such a cluster is
+// drained with the token and goes in seconds, long before the 60 s timeout.
+func TestDrainOnTokenAuthCluster(t *testing.T) {
+	needFakeGCS(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, time.Second)
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	sample.Spec.RayVersion = "2.52.0"
+	sample.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+	w := group(sample)
+	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](0), ptr.To[int32](10)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	rc := create(t, sample)
+	waitReady(t, rc, 3)
+	secret := &corev1.Secret{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: rc.Name}, secret)).To(Succeed())
+	token := string(secret.Data["auth_token"])
+	g.Expect(token).NotTo(BeEmpty())
+	gcs.requireToken(ns, token)
+
+	victim := podNames(workerPods(g, rc, group(rc).GroupName))[0]
+	unauthenticated, err := (&ray.GRPCDialer{}).Dial(os.Getenv("KRAY_E2E_GCS_ADDRESS"), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = unauthenticated.Drain(context.Background(), fakeNodeID(g, ns, victim), "test", time.Now().Add(time.Minute))
+	g.Expect(grpcstatus.Code(err)).To(Equal(codes.Unauthenticated), "the fake GCS must refuse a drain without the token")
+
+	start := time.Now()
+	update(t, rc, func(c *rayv1.RayCluster) {
+		group(c).Replicas = ptr.To[int32](2)
+		group(c).ScaleStrategy.WorkersToDelete = []string{victim}
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(victim))
+		g.Expect(podExists(g, ns, victim)).To(BeFalse())
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second), "released by the drain, not by the 60 s timeout")
+	g.Expect(eventCount(g, rc, constants.EventDrainFailed)).To(BeZero())
+	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
+}
+
+// fakeNodeID is the Ray node ID the fake GCS gives the pod ns/name.
+func fakeNodeID(g Gomega, ns, name string) []byte {
+	p := &corev1.Pod{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	return nodeIDOf(p.UID)
 }

@@ -6,13 +6,16 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/constants"
@@ -30,6 +33,9 @@ type fakeGCS struct {
 	drains    map[string]drainCall // pod namespace/name -> first drain request
 	calls     []drainCall
 	pods      map[string]string // hex node ID -> pod namespace/name
+	// tokens are the Ray auth tokens of the namespaces whose cluster has token auth on: as Ray's GCS, the
+	// fake refuses their calls without "authorization: Bearer <token>".
+	tokens map[string]string
 }
 
 // drainCall is one DrainNode request as the fake GCS saw it.
@@ -52,7 +58,7 @@ func startFakeGCS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gcs = &fakeGCS{drainTime: map[string]time.Duration{}, drains: map[string]drainCall{}, pods: map[string]string{}}
+	gcs = &fakeGCS{drainTime: map[string]time.Duration{}, drains: map[string]drainCall{}, pods: map[string]string{}, tokens: map[string]string{}}
 	srv := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(gcs.handle))
 	go func() { _ = srv.Serve(lis) }()
 	go func() { <-ctx.Done(); srv.Stop() }()
@@ -64,6 +70,30 @@ func (f *fakeGCS) setDrainTime(ns string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drainTime[ns] = d
+}
+
+// nodeIDOf is the Ray node ID the fake GCS gives the pod with uid (28 bytes, as Ray's).
+func nodeIDOf(uid types.UID) []byte {
+	sum := sha256.Sum256([]byte(uid))
+	return sum[:28]
+}
+
+// requireToken makes the GCS of namespace ns's cluster refuse calls that do not carry token.
+func (f *fakeGCS) requireToken(ns, token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[ns] = token
+}
+
+// authorized reports whether a call to the GCS of namespace ns carries what it requires.
+func (f *fakeGCS) authorized(ctx context.Context, ns string) bool {
+	want, ok := f.tokens[ns]
+	if !ok {
+		return true
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	got := md.Get(ray.AuthMetadataKey)
+	return len(got) == 1 && got[0] == ray.BearerPrefix+want
 }
 
 // drainedPods returns the drain requests for pods of namespace ns, in arrival order.
@@ -99,6 +129,10 @@ func (f *fakeGCS) handle(_ any, stream grpc.ServerStream) error {
 		}
 		f.mu.Lock()
 		call := drainCall{Pod: f.pods[hex.EncodeToString(r.NodeID)], At: time.Now(), Reason: r.Reason, Deadline: r.Deadline}
+		if ns, _, _ := strings.Cut(call.Pod, "/"); !f.authorized(stream.Context(), ns) {
+			f.mu.Unlock()
+			return grpcstatus.Error(codes.Unauthenticated, "invalid or missing authentication token")
+		}
 		f.calls = append(f.calls, call)
 		if _, ok := f.drains[call.Pod]; !ok && call.Pod != "" {
 			f.drains[call.Pod] = call
@@ -122,8 +156,12 @@ func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
 		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		sum := sha256.Sum256([]byte(p.UID))
-		id := sum[:28]
+		// One server stands for every cluster's GCS: a call without a token-auth cluster's token does not
+		// see that cluster's nodes (its own GCS would refuse the whole call).
+		if !f.authorized(ctx, p.Namespace) {
+			continue
+		}
+		id := nodeIDOf(p.UID)
 		key := p.Namespace + "/" + p.Name
 		f.pods[hex.EncodeToString(id)] = key
 		n := ray.Node{ID: id, InstanceID: p.Name, IP: p.Status.PodIP, Status: ray.NodeStatusRunning}
