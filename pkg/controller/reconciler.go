@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -53,8 +52,10 @@ type Reconciler struct {
 	// ENABLE_GCS_FT_REDIS_CLEANUP=false).
 	DisableRedisCleanup bool
 
-	// createdSecrets remembers the auth Secrets known to exist (kray cannot read Secrets).
+	// createdSecrets remembers the auth Secrets known to exist (kray does not watch Secrets).
 	createdSecrets sync.Map
+	// recent remembers the events emitted lately, so that a repeated one costs no request.
+	recent recentEvents
 }
 
 // The phases, in the order they run.
@@ -239,18 +240,6 @@ const resyncPeriod = 5 * time.Minute
 // managedByKray reports whether spec.managedBy leaves the object to kray (unset or KubeRay's value).
 func managedByKray(rc *rayv1.RayCluster) bool {
 	return rc.Spec.ManagedBy == nil || *rc.Spec.ManagedBy == rayv1.KubeRayOperatorManagedBy
-}
-
-// emit sends the queued events.
-func (r *Reconciler) emit(s *state) {
-	for _, e := range s.events {
-		kind := corev1.EventTypeNormal
-		if e.warning {
-			kind = corev1.EventTypeWarning
-		}
-		r.Recorder.Event(s.rc, kind, e.reason, e.message)
-	}
-	s.events = nil
 }
 
 func (r *Reconciler) now() metav1.Time {
