@@ -103,6 +103,10 @@ kind-e2e: ## The e2e suite on a kind cluster with Kruise from its Helm chart (ne
 bench: ## kray vs KubeRay, one after the other on fresh local clusters (.local-bench/); writes docs/benchmarks.md.
 	hack/bench/bench.sh $(BENCH_ARGS)
 
+.PHONY: bench-kruise-defaults
+bench-kruise-defaults: ## The same with kruise-manager at Kruise's own defaults; writes docs/bench/kruise-defaults/.
+	hack/bench/bench.sh -kruise=defaults -out=docs/bench/kruise-defaults -report=docs/bench/kruise-defaults/report.md $(BENCH_ARGS)
+
 .PHONY: bench-start-delay
 bench-start-delay: ## The same with pods that take 10 s +- 5 s to start; writes docs/bench/start-delay/.
 	hack/bench/bench.sh -pod-start-delay=10s -pod-start-jitter=5s -out=docs/bench/start-delay -report=docs/bench/start-delay/report.md $(BENCH_ARGS)

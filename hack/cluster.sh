@@ -39,6 +39,9 @@
 #       `up` creates missing nodes, deletes surplus ones, and re-patches capacities that differ.
 #   KRAY_SERVICE_CIDR=10.96.0.0/16  KRAY_POD_CIDR=10.244.0.1/16
 #   KRAY_WAIT_TIMEOUT=60 (seconds per readiness wait)  KRAY_STOP_TIMEOUT=10  KRAY_PURGE=0
+#   KRAY_KRUISE_PROFILE=recommended  kruise-manager's settings: recommended (KRUISE_RECOMMENDED_ARGS below, the
+#       ones the README gives for a Kruise that serves kray; measured in docs/benchmarks.md) or defaults
+#       (Kruise v1.8's own: --rest-config-qps=30 --rest-config-burst=50, no alpha gate)
 #   KRAY_KRUISE_EXTRA_ARGS, KRAY_APISERVER_EXTRA_ARGS  extra flags, split on whitespace
 #   KRAY_POD_START_DELAY_MS=0  KRAY_POD_START_JITTER_MS=0
 #       a realistic pod start: kwok makes a pod Running after DELAY +- JITTER milliseconds (uniform) instead of
@@ -72,6 +75,11 @@ SERVICE_CIDR="${KRAY_SERVICE_CIDR:-10.96.0.0/16}"
 POD_CIDR="${KRAY_POD_CIDR:-10.244.0.1/16}"
 WAIT_TIMEOUT="${KRAY_WAIT_TIMEOUT:-60}"
 STOP_TIMEOUT="${KRAY_STOP_TIMEOUT:-10}"
+KRUISE_PROFILE="${KRAY_KRUISE_PROFILE:-recommended}"
+# kruise-manager flags kray recommends: a client rate that keeps up with a cluster's worth of pod writes (each
+# CloneSet pod costs three), and CloneSet's event filter, which drops pod status updates that change nothing
+# the CloneSet reads (label changes, such as a released drain hook, always pass).
+KRUISE_RECOMMENDED_ARGS=(--rest-config-qps=100 --rest-config-burst=200 --feature-gates=CloneSetEventHandlerOptimization=true)
 POD_START_DELAY_MS="${KRAY_POD_START_DELAY_MS:-0}"
 POD_START_JITTER_MS="${KRAY_POD_START_JITTER_MS:-0}"
 

@@ -43,6 +43,8 @@ type config struct {
 	// PodStartDelay and PodStartJitter make kwok start each pod after delay +- jitter (uniform) instead of
 	// at once: the user's time on real nodes, where images and `ray start` take seconds.
 	PodStartDelay  time.Duration `json:"podStartDelay"`
+	// KruiseProfile is hack/cluster.sh's KRAY_KRUISE_PROFILE: recommended (kray's settings) or defaults.
+	KruiseProfile string `json:"kruiseProfile"`
 	PodStartJitter time.Duration `json:"podStartJitter"`
 	KrayArgs      []string      `json:"krayExtraArgs"`
 	KubeRayArgs   []string      `json:"kuberayExtraArgs"`
@@ -86,6 +88,7 @@ func parseFlags() config {
 	flag.IntVar(&cfg.Evictions, "evictions", 20, "head evictions (one at a time, each on its own cluster)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "limit for each scenario")
 	flag.DurationVar(&cfg.Settle, "settle", 10*time.Second, "extra watch time after a scenario to catch late creations/deletions")
+	flag.StringVar(&cfg.KruiseProfile, "kruise", "recommended", "kruise-manager settings: recommended (kray's) or defaults (Kruise's own)")
 	flag.DurationVar(&cfg.PodStartDelay, "pod-start-delay", 0, "time kwok takes to start a pod (0: at once)")
 	flag.DurationVar(&cfg.PodStartJitter, "pod-start-jitter", 0, "uniform jitter around -pod-start-delay (at most the delay)")
 	flag.StringVar(&krayArgs, "kray-args", "", "extra kray flags, space separated")

@@ -184,6 +184,12 @@ func renderMarkdown(cfg config, res *results) string {
 	dir := relDir(cfg)
 	fmt.Fprintf(&w, "Run %s → %s (UTC). Raw data: [`%s`](%s).\n\n",
 		res.Started.Format(time.DateTime), res.Finished.Format(time.DateTime), filepath.Join(dir, "results.json"), filepath.Join(dir, "results.json"))
+	switch cfg.KruiseProfile {
+	case "defaults":
+		fmt.Fprintf(&w, "**Kruise:** kruise-manager with Kruise's own defaults (the flags are listed at the end).\n\n")
+	case "recommended":
+		fmt.Fprintf(&w, "**Kruise:** kruise-manager as kray recommends (`hack/cluster.sh`'s KRUISE_RECOMMENDED_ARGS; the flags are listed at the end).\n\n")
+	}
 	if cfg.PodStartDelay > 0 {
 		fmt.Fprintf(&w, "**Pod start:** kwok makes each pod Running %s ± %s after it is scheduled (uniform), as a real node "+
 			"pulling an image and running `ray start` would; the readiness gates follow as usual.\n\n", cfg.PodStartDelay, cfg.PodStartJitter)

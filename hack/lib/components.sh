@@ -164,8 +164,13 @@ start_kruise_manager() {
   # kruise creates the protection log directory without the x bit when it is missing; pre-create it.
   mkdir -p "${KRUISE_DIR}/webhook-certs" "${KRUISE_DIR}/protection-log"
   chmod 755 "${KRUISE_DIR}/protection-log"
-  local extra=()
+  local extra=() profile=()
   read -r -a extra <<<"${KRAY_KRUISE_EXTRA_ARGS:-}"
+  case "${KRUISE_PROFILE}" in
+    recommended) profile=("${KRUISE_RECOMMENDED_ARGS[@]}") ;;
+    defaults) ;;
+    *) die "KRAY_KRUISE_PROFILE must be recommended or defaults, not '${KRUISE_PROFILE}'" ;;
+  esac
   start_process kruise-manager \
     WEBHOOK_HOST=127.0.0.1 \
     WEBHOOK_PORT="${KRUISE_WEBHOOK_PORT}" \
@@ -180,6 +185,7 @@ start_kruise_manager() {
     --metrics-addr="127.0.0.1:${KRUISE_METRICS_PORT}" \
     --health-probe-addr="127.0.0.1:${KRUISE_HEALTH_PORT}" \
     --enable-pprof=false \
+    "${profile[@]}" \
     "${extra[@]}"
 }
 
