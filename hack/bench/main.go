@@ -42,14 +42,14 @@ type config struct {
 	Settle        time.Duration `json:"settle"`
 	// PodStartDelay and PodStartJitter make kwok start each pod after delay +- jitter (uniform) instead of
 	// at once: the user's time on real nodes, where images and `ray start` take seconds.
-	PodStartDelay time.Duration `json:"podStartDelay"`
-	// KruiseProfile is hack/cluster.sh's KRAY_KRUISE_PROFILE: recommended (kray's settings) or defaults.
-	KruiseProfile  string        `json:"kruiseProfile"`
+	PodStartDelay  time.Duration `json:"podStartDelay"`
 	PodStartJitter time.Duration `json:"podStartJitter"`
-	KrayArgs       []string      `json:"krayExtraArgs"`
-	KubeRayArgs    []string      `json:"kuberayExtraArgs"`
-	OutDir         string        `json:"-"`
-	Report         string        `json:"-"`
+	// KruiseProfile is hack/cluster.sh's KRAY_KRUISE_PROFILE: recommended (kray's settings) or defaults.
+	KruiseProfile string   `json:"kruiseProfile"`
+	KrayArgs      []string `json:"krayExtraArgs"`
+	KubeRayArgs   []string `json:"kuberayExtraArgs"`
+	OutDir        string   `json:"-"`
+	Report        string   `json:"-"`
 	// RenderOnly, when set, names a results.json to render again (report and chart) without measuring.
 	RenderOnly string `json:"-"`
 }
