@@ -127,6 +127,9 @@ func (f *fakeGCS) handle(_ any, stream grpc.ServerStream) error {
 		if err != nil {
 			return grpcstatus.Error(codes.InvalidArgument, err.Error())
 		}
+		if _, err := f.workerPods(stream.Context()); err != nil { // knows the node's cluster before checking the token
+			return grpcstatus.Error(codes.Unavailable, err.Error())
+		}
 		f.mu.Lock()
 		call := drainCall{Pod: f.pods[hex.EncodeToString(r.NodeID)], At: time.Now(), Reason: r.Reason, Deadline: r.Deadline}
 		if ns, _, _ := strings.Cut(call.Pod, "/"); !f.authorized(stream.Context(), ns) {
@@ -145,26 +148,21 @@ func (f *fakeGCS) handle(_ any, stream grpc.ServerStream) error {
 
 // nodes reports a Ray node for every worker pod with an IP.
 func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
-	list := &corev1.PodList{}
-	if err := k8s.List(ctx, list, client.MatchingLabels{constants.LabelNodeType: constants.NodeTypeWorker}); err != nil {
+	pods, err := f.workerPods(ctx)
+	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var nodes []ray.Node
-	for _, p := range list.Items {
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
-			continue
-		}
+	for _, p := range pods {
 		// One server stands for every cluster's GCS: a call without a token-auth cluster's token does not
 		// see that cluster's nodes (its own GCS would refuse the whole call).
 		if !f.authorized(ctx, p.Namespace) {
 			continue
 		}
-		id := nodeIDOf(p.UID)
 		key := p.Namespace + "/" + p.Name
-		f.pods[hex.EncodeToString(id)] = key
-		n := ray.Node{ID: id, InstanceID: p.Name, IP: p.Status.PodIP, Status: ray.NodeStatusRunning}
+		n := ray.Node{ID: nodeIDOf(p.UID), InstanceID: p.Name, IP: p.Status.PodIP, Status: ray.NodeStatusRunning}
 		if call, ok := f.drains[key]; ok {
 			// As Ray's GCS: DRAINING (never with an idle duration) until the raylet, out of work, exits and
 			// the node is DEAD.
@@ -176,4 +174,23 @@ func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
+}
+
+// workerPods lists the running worker pods, each a Ray node, and maps their node IDs to them.
+func (f *fakeGCS) workerPods(ctx context.Context) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := k8s.List(ctx, list, client.MatchingLabels{constants.LabelNodeType: constants.NodeTypeWorker}); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		f.pods[hex.EncodeToString(nodeIDOf(p.UID))] = p.Namespace + "/" + p.Name
+		out = append(out, p)
+	}
+	return out, nil
 }
