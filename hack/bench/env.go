@@ -165,18 +165,29 @@ func (e *env) waitForServiceAccount(ctx context.Context, ns string) error {
 	}
 }
 
-// createClusters creates the named RayClusters at cfg.CreateRate per second, each create in its own
-// goroutine so that a slow answer does not lower the rate, and returns when each was sent (keyed by
+// createClusters creates the named RayClusters at rate per second and returns when each was sent (keyed by
 // namespace/name) and the first create error.
 func (e *env) createClusters(ctx context.Context, ns string, names []string, s clusterSpec, rate float64) (map[string]time.Time, error) {
+	return createAtRate(ctx, ns, names, rate, func(ctx context.Context, name string) error {
+		_, err := e.dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster(ns, name, s), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating RayCluster %s/%s: %w", ns, name, err)
+		}
+		return nil
+	})
+}
+
+// createAtRate calls create for each name at rate per second, each call in its own goroutine so that a slow
+// answer does not lower the rate, and returns when each call started (keyed by namespace/name) and the first
+// error.
+func createAtRate(ctx context.Context, ns string, names []string, rate float64, create func(ctx context.Context, name string) error) (map[string]time.Time, error) {
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
 		sent    = map[string]time.Time{}
 		firstEr error
 	)
-	interval := time.Duration(float64(time.Second) / rate)
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for i, name := range names {
 		if i > 0 {
@@ -190,11 +201,11 @@ func (e *env) createClusters(ctx context.Context, ns string, names []string, s c
 		go func(name string) {
 			defer wg.Done()
 			t := time.Now()
-			_, err := e.dyn.Resource(rayClusterGVR).Namespace(ns).Create(ctx, rayCluster(ns, name, s), metav1.CreateOptions{})
+			err := create(ctx, name)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && firstEr == nil {
-				firstEr = fmt.Errorf("creating RayCluster %s/%s: %w", ns, name, err)
+				firstEr = err
 			}
 			sent[ns+"/"+name] = t
 		}(name)

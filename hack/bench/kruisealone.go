@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,37 +63,9 @@ func builtObjects(ns, name string, s clusterSpec) ([]builtObject, error) {
 // createWorkloads is createClusters for kruise-alone: it creates, at rate per second, each named cluster's
 // built objects, and returns when each cluster's first create was sent and the first error.
 func (e *env) createWorkloads(ctx context.Context, ns string, clusters []string, s clusterSpec, rate float64) (map[string]time.Time, error) {
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		sent    = map[string]time.Time{}
-		firstEr error
-	)
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	for i, name := range clusters {
-		if i > 0 {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return sent, ctx.Err()
-			}
-		}
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
-			t := time.Now()
-			err := e.createBuilt(ctx, ns, name, s)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && firstEr == nil {
-				firstEr = err
-			}
-			sent[ns+"/"+name] = t
-		}(name)
-	}
-	wg.Wait()
-	return sent, firstEr
+	return createAtRate(ctx, ns, clusters, rate, func(ctx context.Context, name string) error {
+		return e.createBuilt(ctx, ns, name, s)
+	})
 }
 
 func (e *env) createBuilt(ctx context.Context, ns, name string, s clusterSpec) error {
