@@ -11,7 +11,6 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/fixture"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -47,31 +47,14 @@ func testScheme() *runtime.Scheme {
 type clusterFixture struct{ rc *rayv1.RayCluster }
 
 func cluster(name string) *clusterFixture {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}
-	return &clusterFixture{rc: &rayv1.RayCluster{
-		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Generation: 1},
-		Spec: rayv1.RayClusterSpec{
-			RayVersion: "2.46.0",
-			HeadGroupSpec: rayv1.HeadGroupSpec{
-				RayStartParams: map[string]string{},
-				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "ray-head", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
-				}}}},
-			},
-		},
-	}}
+	rc := fixture.Cluster("ns", name)
+	rc.TypeMeta = metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"}
+	rc.UID, rc.Generation = types.UID("uid-"+name), 1
+	return &clusterFixture{rc: rc}
 }
 
 func (f *clusterFixture) group(name string, replicas int32) *clusterFixture {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	f.rc.Spec.WorkerGroupSpecs = append(f.rc.Spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
-		GroupName: name, Replicas: ptr.To(replicas), MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](100),
-		RayStartParams: map[string]string{},
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "ray-worker", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
-		}}}},
-	})
+	f.rc.Spec.WorkerGroupSpecs = append(f.rc.Spec.WorkerGroupSpecs, fixture.Group(name, replicas, 0, 100))
 	return f
 }
 

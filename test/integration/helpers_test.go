@@ -13,12 +13,11 @@ import (
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/fixture"
 	"github.com/kray-project/kray/pkg/names"
 )
 
@@ -48,30 +47,11 @@ func newNamespace(t *testing.T) string {
 type clusterBuilder struct{ rc *rayv1.RayCluster }
 
 func newCluster(ns, name string) *clusterBuilder {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}
-	return &clusterBuilder{rc: &rayv1.RayCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: rayv1.RayClusterSpec{
-			RayVersion: "2.46.0",
-			HeadGroupSpec: rayv1.HeadGroupSpec{
-				RayStartParams: map[string]string{},
-				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "ray-head", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
-				}}}},
-			},
-		},
-	}}
+	return &clusterBuilder{rc: fixture.Cluster(ns, name)}
 }
 
 func (b *clusterBuilder) group(name string, replicas, lo, hi int32) *clusterBuilder {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	b.rc.Spec.WorkerGroupSpecs = append(b.rc.Spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
-		GroupName: name, Replicas: ptr.To(replicas), MinReplicas: ptr.To(lo), MaxReplicas: ptr.To(hi),
-		RayStartParams: map[string]string{},
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "ray-worker", Image: "rayproject/ray:2.46.0", Resources: corev1.ResourceRequirements{Limits: res, Requests: res},
-		}}}},
-	})
+	b.rc.Spec.WorkerGroupSpecs = append(b.rc.Spec.WorkerGroupSpecs, fixture.Group(name, replicas, lo, hi))
 	return b
 }
 
