@@ -21,6 +21,9 @@ import (
 // the reconcile began, read once and shared by every phase and by the status. Two reads go to the API server
 // instead, because a stale view there could name the wrong pod: planScale, before pods are named for
 // deletion, and reconcileReplicaLabels, before a replica index is handed out.
+//
+// The pods and CloneSets are the cache's own objects, not copies (a 500-pod group would otherwise be copied
+// on every reconcile): nothing may modify them; a write starts from a DeepCopy or a fresh read.
 type children struct {
 	// pods are every pod labelled with the cluster's name, terminating and exited ones included.
 	pods []corev1.Pod
@@ -36,13 +39,14 @@ type children struct {
 func (r *Reconciler) readChildren(ctx context.Context, rc *rayv1.RayCluster) (children, error) {
 	var c children
 	inCluster := []client.ListOption{client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name}}
+	shared := append(inCluster, client.UnsafeDisableDeepCopy)
 	pods := &corev1.PodList{}
-	if err := r.Cache.List(ctx, pods, inCluster...); err != nil {
+	if err := r.Cache.List(ctx, pods, shared...); err != nil {
 		return c, fmt.Errorf("list pods: %w", err)
 	}
 	c.pods = pods.Items
 	sets := &kruisev1alpha1.CloneSetList{}
-	if err := r.Cache.List(ctx, sets, inCluster...); err != nil {
+	if err := r.Cache.List(ctx, sets, shared...); err != nil {
 		return c, fmt.Errorf("list CloneSets: %w", err)
 	}
 	c.cloneSets = sets.Items
