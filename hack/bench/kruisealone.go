@@ -32,8 +32,9 @@ func (e *env) alone() bool { return e.op.name == kruiseAlone }
 
 // builtObject is one object kray would create, with its resource.
 type builtObject struct {
-	gvr schema.GroupVersionResource
-	obj *unstructured.Unstructured
+	gvr   schema.GroupVersionResource
+	typed runtime.Object
+	obj   *unstructured.Unstructured // typed, unstructured and without owner references
 }
 
 // builtObjects returns what kray's builders make for the benchmark RayCluster ns/name, without owner
@@ -45,17 +46,17 @@ func builtObjects(ns, name string, s clusterSpec) ([]builtObject, error) {
 	}
 	opts := builder.Options{Version: "bench"}
 	objs := []builtObject{
-		{serviceGVR, nil}, {headSetGVR, nil}, {cloneSetGVR, nil},
+		{gvr: serviceGVR, typed: builder.HeadService(rc, opts)},
+		{gvr: headSetGVR, typed: builder.HeadStatefulSet(rc, opts)},
+		{gvr: cloneSetGVR, typed: builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[0], opts, false)},
 	}
-	typed := []runtime.Object{builder.HeadService(rc, opts), builder.HeadStatefulSet(rc, opts), builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[0], opts, false)}
-	for i, t := range typed {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(t)
+	for i := range objs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(objs[i].typed)
 		if err != nil {
 			return nil, err
 		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetOwnerReferences(nil)
-		objs[i].obj = u
+		objs[i].obj = &unstructured.Unstructured{Object: m}
+		objs[i].obj.SetOwnerReferences(nil)
 	}
 	return objs, nil
 }

@@ -234,7 +234,8 @@ func (r *Reconciler) authToken(ctx context.Context, s *state) (string, error) {
 	return token, nil
 }
 
-// failedClient is the client of a GCS that could not be dialed.
+// failedClient is the client of a GCS that cannot be called: it could not be dialed, or the cluster's auth
+// token could not be read.
 type failedClient struct{ err error }
 
 func (c failedClient) Nodes(context.Context) ([]ray.Node, error) { return nil, c.err }

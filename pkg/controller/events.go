@@ -48,10 +48,7 @@ func (r *recentEvents) fresh(key eventKey, now time.Time) bool {
 
 // emit sends the queued events, leaving out those identical to one sent within eventRepeatWindow.
 func (r *Reconciler) emit(s *state) {
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
+	now := r.now().Time
 	for _, e := range s.events {
 		kind := corev1.EventTypeNormal
 		if e.warning {
