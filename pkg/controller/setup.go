@@ -47,14 +47,14 @@ import (
 // are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
 // read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
 // restartPolicy-Never template, patched to put or release the drain hook label. Services and the
-// autoscaler's RBAC are created once, never updated. Secrets are created (a generated Ray auth token) and read
-// one by one by name (get: never listed, watched or cached) only while a worker of a cluster with token auth
-// waits for its drain, whose GCS call must carry the token; get is cluster-wide because the Secret's name
-// comes from the RayCluster's spec. PVCs (the embedded GCS store) are created; Ingresses created and kept to the spec; Jobs (the
-// Redis cleanup of a deleted cluster) created and read. RayCluster patch also writes the Redis cleanup
-// finalizer. The
-// operator grants the autoscaler's Role, so it must hold those pod and raycluster verbs itself (it does:
-// get/list/watch on pods; patch on pods and pods/resize and rayclusters below).
+// autoscaler's RBAC are created once, never updated. Secrets are created (a generated Ray auth token) and
+// read one by one by name (get: never listed, watched or cached) only while a worker of a cluster with token
+// auth waits for its drain, whose GCS call must carry the token; get is cluster-wide because the Secret's
+// name comes from the RayCluster's spec. PVCs (the embedded GCS store) are created; Ingresses created and
+// kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read. RayCluster patch also
+// writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
+// and raycluster verbs itself (it does: get/list/watch on pods; patch on pods and pods/resize and
+// rayclusters below).
 // +kubebuilder:rbac:groups="",resources=pods;pods/resize,verbs=patch
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=patch
 
