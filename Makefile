@@ -38,7 +38,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and the operator's RBAC.
-	$(CONTROLLER_GEN) crd:maxDescLen=0,generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd:maxDescLen=0,generateEmbeddedObjectMeta=true,allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./hack/crdbounds config/crd/bases/*.yaml
 	cp config/crd/bases/*.yaml charts/kray/crds/
 	$(CONTROLLER_GEN) rbac:roleName=kray-operator paths=./pkg/controller/... output:rbac:artifacts:config=config/rbac

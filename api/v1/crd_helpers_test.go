@@ -34,8 +34,10 @@ const (
 	// kubeRayModule and kubeRayVersion pin the KubeRay release whose RayCluster API kray must accept.
 	kubeRayModule  = "github.com/ray-project/kuberay/ray-operator"
 	kubeRayVersion = "v1.5.0"
-	// rayClusterCRDPath is the CRD's path both inside KubeRay's module and inside this repository.
+	// rayClusterCRDPath and rayJobCRDPath are the CRDs' paths both inside KubeRay's module and inside this
+	// repository.
 	rayClusterCRDPath = "config/crd/bases/ray.io_rayclusters.yaml"
+	rayJobCRDPath     = "config/crd/bases/ray.io_rayjobs.yaml"
 )
 
 // kubeRayDir returns the directory of KubeRay's ray-operator module, downloading it if needed.
@@ -65,13 +67,25 @@ func readCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinitio
 // ourCRD returns kray's generated RayCluster CRD.
 func ourCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	return readCRD(t, filepath.Join("..", "..", rayClusterCRDPath))
+	return ourCRDAt(t, rayClusterCRDPath)
 }
 
 // kubeRayCRD returns KubeRay's RayCluster CRD at kubeRayVersion.
 func kubeRayCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	return readCRD(t, filepath.Join(kubeRayDir(t), rayClusterCRDPath))
+	return kubeRayCRDAt(t, rayClusterCRDPath)
+}
+
+// ourCRDAt returns kray's generated CRD at path.
+func ourCRDAt(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	return readCRD(t, filepath.Join("..", "..", path))
+}
+
+// kubeRayCRDAt returns KubeRay's CRD at path at kubeRayVersion.
+func kubeRayCRDAt(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	return readCRD(t, filepath.Join(kubeRayDir(t), path))
 }
 
 // crdVersion returns the named version of crd and fails the test if it has none.

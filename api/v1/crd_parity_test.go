@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -42,13 +43,42 @@ var stricterThanKubeRay = map[string][]string{
 	".spec.workerGroupSpecs[].numOfHosts":  {"minimum: 0"},
 }
 
-// TestSchemaParityWithKubeRay checks that every field of KubeRay's v1 RayCluster schema exists in kray's with
-// the same type, default and list semantics, that kray accepts every enum value and satisfies every CEL rule
-// KubeRay declares, and that kray adds no constraint beyond stricterThanKubeRay.
-func TestSchemaParityWithKubeRay(t *testing.T) {
-	theirs := schemaPaths(v1Schema(t, kubeRayCRD(t)))
-	ours := schemaPaths(v1Schema(t, ourCRD(t)))
+// rayJobStricterThanKubeRay is stricterThanKubeRay for the RayJob CRD: the RayCluster rules apply to the
+// embedded rayClusterSpec, whose cluster name the RayJob controller derives.
+var rayJobStricterThanKubeRay = func() map[string][]string {
+	m := map[string][]string{}
+	for path, cs := range stricterThanKubeRay {
+		if strings.HasPrefix(path, ".spec") {
+			m[".spec.rayClusterSpec"+strings.TrimPrefix(path, ".spec")] = cs
+		}
+	}
+	return m
+}()
 
+// parityCRDs are the CRDs whose schema must accept everything KubeRay's accepts.
+var parityCRDs = []struct {
+	path     string
+	stricter map[string][]string
+}{
+	{rayClusterCRDPath, stricterThanKubeRay},
+	{rayJobCRDPath, rayJobStricterThanKubeRay},
+}
+
+// TestSchemaParityWithKubeRay checks, for the RayCluster and RayJob CRDs, that every field of KubeRay's v1
+// schema exists in kray's with the same type, default and list semantics, that kray accepts every enum value
+// and satisfies every CEL rule KubeRay declares, and that kray adds no constraint beyond the listed ones.
+func TestSchemaParityWithKubeRay(t *testing.T) {
+	for _, crd := range parityCRDs {
+		t.Run(filepath.Base(crd.path), func(t *testing.T) {
+			schemaParity(t, kubeRayCRDAt(t, crd.path), ourCRDAt(t, crd.path), crd.stricter)
+		})
+	}
+}
+
+// schemaParity is TestSchemaParityWithKubeRay for one CRD.
+func schemaParity(t *testing.T, kubeRay, kray *apiextensionsv1.CustomResourceDefinition, stricter map[string][]string) {
+	theirs := schemaPaths(v1Schema(t, kubeRay))
+	ours := schemaPaths(v1Schema(t, kray))
 	var missing, extra []string
 	for _, path := range sortedKeys(theirs) {
 		if _, ok := ours[path]; !ok {
@@ -91,16 +121,16 @@ func TestSchemaParityWithKubeRay(t *testing.T) {
 			}
 		}
 		for _, c := range addedConstraints(th, o) {
-			if !slices.Contains(stricterThanKubeRay[path], c) {
-				t.Errorf("%s: constraint %q is stricter than KubeRay and not listed in stricterThanKubeRay", path, c)
+			if !slices.Contains(stricter[path], c) {
+				t.Errorf("%s: constraint %q is stricter than KubeRay and not listed as stricter", path, c)
 			}
 			seenStricter[path+" "+c] = true
 		}
 	}
-	for path, cs := range stricterThanKubeRay {
+	for path, cs := range stricter {
 		for _, c := range cs {
 			if !seenStricter[path+" "+c] {
-				t.Errorf("stricterThanKubeRay lists %s %q, but the CRDs do not differ there", path, c)
+				t.Errorf("the stricter list has %s %q, but the CRDs do not differ there", path, c)
 			}
 		}
 	}
@@ -284,13 +314,17 @@ func TestCoreFieldsDefaultsAndEnums(t *testing.T) {
 	}
 }
 
-// TestPrinterColumnsMatchKubeRay checks the kubectl columns (names, order, types, paths, priorities).
+// TestPrinterColumnsMatchKubeRay checks the kubectl columns (names, order, types, paths, priorities) of both
+// CRDs.
 func TestPrinterColumnsMatchKubeRay(t *testing.T) {
-	theirs := crdVersion(t, kubeRayCRD(t), "v1").AdditionalPrinterColumns
-	ours := crdVersion(t, ourCRD(t), "v1").AdditionalPrinterColumns
-	if diff := cmp.Diff(theirs, ours); diff != "" {
-		t.Errorf("printer columns differ from KubeRay's (-kuberay +kray):\n%s", diff)
+	for _, crd := range parityCRDs {
+		theirs := crdVersion(t, kubeRayCRDAt(t, crd.path), "v1").AdditionalPrinterColumns
+		ours := crdVersion(t, ourCRDAt(t, crd.path), "v1").AdditionalPrinterColumns
+		if diff := cmp.Diff(theirs, ours); diff != "" {
+			t.Errorf("%s: printer columns differ from KubeRay's (-kuberay +kray):\n%s", crd.path, diff)
+		}
 	}
+	ours := crdVersion(t, ourCRD(t), "v1").AdditionalPrinterColumns
 	wide := map[string]bool{}
 	for _, c := range ours {
 		if c.Priority == 1 {
@@ -302,10 +336,18 @@ func TestPrinterColumnsMatchKubeRay(t *testing.T) {
 	}
 }
 
-// TestCRDIdentityMatchesKubeRay checks group, names, scope, categories and subresources, and that v1 is the
-// served storage version.
+// TestCRDIdentityMatchesKubeRay checks group, names, scope, categories and subresources of both CRDs, and
+// that v1 is the served storage version.
 func TestCRDIdentityMatchesKubeRay(t *testing.T) {
-	theirs, ours := kubeRayCRD(t), ourCRD(t)
+	for _, crd := range parityCRDs {
+		t.Run(filepath.Base(crd.path), func(t *testing.T) {
+			crdIdentity(t, kubeRayCRDAt(t, crd.path), ourCRDAt(t, crd.path))
+		})
+	}
+}
+
+// crdIdentity is TestCRDIdentityMatchesKubeRay for one CRD.
+func crdIdentity(t *testing.T, theirs, ours *apiextensionsv1.CustomResourceDefinition) {
 	if ours.Name != theirs.Name || ours.Spec.Group != theirs.Spec.Group || ours.Spec.Scope != theirs.Spec.Scope {
 		t.Errorf("name/group/scope = %s/%s/%s, KubeRay's = %s/%s/%s", ours.Name, ours.Spec.Group, ours.Spec.Scope,
 			theirs.Name, theirs.Spec.Group, theirs.Spec.Scope)

@@ -311,3 +311,40 @@ func asRayCluster(doc map[string]any) (map[string]any, bool) {
 		"spec":       clusterSpec,
 	}, true
 }
+
+// TestKubeRayRayJobSamplesAreAccepted checks that kray's RayJob CRD admits every RayJob among KubeRay's
+// samples and stores it as KubeRay's CRD would.
+func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
+	ours, theirs := newCRValidator(t, ourCRDAt(t, rayJobCRDPath)), newCRValidator(t, kubeRayCRDAt(t, rayJobCRDPath))
+	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", "ray-job.*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range decodeYAMLDocuments(t, data) {
+			if doc["apiVersion"] != "ray.io/v1" || doc["kind"] != "RayJob" {
+				continue
+			}
+			seen++
+			t.Run(filepath.Base(file), func(t *testing.T) {
+				if errs := theirs.admit(doc, nil); len(errs) > 0 {
+					t.Skipf("KubeRay's CRD rejects this sample too: %v", errorStrings(errs))
+				}
+				if errs := ours.admit(doc, nil); len(errs) > 0 {
+					t.Errorf("kray rejects a sample that KubeRay accepts:\n%s", strings.Join(errorStrings(errs), "\n"))
+				}
+				if diff := cmp.Diff(theirs.normalize(doc), theirs.prune(ours.normalize(doc))); diff != "" {
+					t.Errorf("stored object differs (-kuberay +kray):\n%s", diff)
+				}
+			})
+		}
+	}
+	if seen < 15 {
+		t.Errorf("found only %d RayJobs in KubeRay's samples; the sample layout may have changed", seen)
+	}
+}

@@ -1,4 +1,4 @@
-// Package v1 holds the ray.io/v1 API types that kray serves: a schema-compatible RayCluster.
+// Package v1 holds the ray.io/v1 API types that kray serves: schema-compatible RayCluster and RayJob.
 // +kubebuilder:object:generate=true
 // +groupName=ray.io
 package v1

@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// kubeRayAPIFiles are the files of KubeRay's apis/ray/v1 package that define the RayCluster API.
-var kubeRayAPIFiles = []string{"raycluster_types.go", "groupversion_info.go", "register.go"}
+// kubeRayAPIFiles are the files of KubeRay's apis/ray/v1 package that define the RayCluster and RayJob APIs.
+var kubeRayAPIFiles = []string{"raycluster_types.go", "rayjob_types.go", "groupversion_info.go", "register.go"}
 
 // goDeviations are declarations that differ from KubeRay's release on purpose, with the reason.
 var goDeviations = map[string]string{
