@@ -1,0 +1,208 @@
+// Package dashboard is a client of the Ray dashboard's Job REST API (/api/jobs/), the API through which the
+// RayJob controller submits, follows and stops Ray jobs.
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+// JobsPath is the Job REST API's collection path on the dashboard.
+const JobsPath = "/api/jobs/"
+
+// callTimeout bounds one dashboard call, so a silent dashboard never stalls a reconcile.
+const callTimeout = 5 * time.Second
+
+// maxBody bounds how much of an answer is read; job details are small.
+const maxBody = 1 << 20
+
+// ErrNotFound is returned when the dashboard does not know the job.
+var ErrNotFound = errors.New("the Ray job does not exist on the cluster")
+
+// ErrAlreadySubmitted is returned by Submit when the dashboard already holds a job with the submission id.
+var ErrAlreadySubmitted = errors.New("a Ray job with this submission id was already submitted")
+
+// JobInfo is the part of the dashboard's JobDetails that kray reads; unknown fields are ignored.
+type JobInfo struct {
+	Type         string            `json:"type,omitempty"`
+	JobID        string            `json:"job_id,omitempty"`
+	SubmissionID string            `json:"submission_id,omitempty"`
+	Status       rayv1.JobStatus   `json:"status"`
+	Entrypoint   string            `json:"entrypoint,omitempty"`
+	Message      string            `json:"message,omitempty"`
+	ErrorType    string            `json:"error_type,omitempty"`
+	StartTime    uint64            `json:"start_time,omitempty"`
+	EndTime      uint64            `json:"end_time,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+}
+
+// SubmitRequest is the body of a job submission.
+type SubmitRequest struct {
+	Entrypoint          string             `json:"entrypoint"`
+	SubmissionID        string             `json:"submission_id,omitempty"`
+	RuntimeEnv          map[string]any     `json:"runtime_env,omitempty"`
+	Metadata            map[string]string  `json:"metadata,omitempty"`
+	EntrypointNumCPUs   float32            `json:"entrypoint_num_cpus,omitempty"`
+	EntrypointNumGPUs   float32            `json:"entrypoint_num_gpus,omitempty"`
+	EntrypointResources map[string]float32 `json:"entrypoint_resources,omitempty"`
+}
+
+// JobAPI is what the RayJob controller asks of one cluster's dashboard.
+type JobAPI interface {
+	// GetJob returns the job's details, or ErrNotFound.
+	GetJob(ctx context.Context, submissionID string) (*JobInfo, error)
+	// Submit submits a job, or returns ErrAlreadySubmitted when its submission id is taken.
+	Submit(ctx context.Context, req SubmitRequest) error
+	// Stop asks the job to stop; a job that already ended is not an error.
+	Stop(ctx context.Context, submissionID string) error
+}
+
+// Dialer returns the JobAPI of the dashboard at a base URL, sending token (when not empty) with each call.
+type Dialer interface {
+	Jobs(baseURL, token string) JobAPI
+}
+
+// HTTPDialer is the Dialer of real dashboards; its HTTP client is shared by every cluster.
+type HTTPDialer struct {
+	HTTP *http.Client
+}
+
+// Jobs returns a Client for baseURL.
+func (d HTTPDialer) Jobs(baseURL, token string) JobAPI {
+	hc := d.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{http: hc, base: strings.TrimSuffix(baseURL, "/"), token: token}
+}
+
+// Client calls one dashboard's Job REST API.
+type Client struct {
+	http  *http.Client
+	base  string
+	token string
+}
+
+var _ JobAPI = (*Client)(nil)
+
+// GetJob returns the job's details, or ErrNotFound on a 404.
+func (c *Client) GetJob(ctx context.Context, submissionID string) (*JobInfo, error) {
+	status, body, err := c.do(ctx, http.MethodGet, JobsPath+url.PathEscape(submissionID), nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case status == http.StatusNotFound:
+		return nil, ErrNotFound
+	case status != http.StatusOK:
+		return nil, httpError("get job "+submissionID, status, body)
+	}
+	info := &JobInfo{}
+	if err := json.Unmarshal(body, info); err != nil {
+		return nil, fmt.Errorf("get job %s: the dashboard's answer is not job details: %w", submissionID, err)
+	}
+	return info, nil
+}
+
+// Submit posts req. A submission id the dashboard already holds is ErrAlreadySubmitted, so a submission
+// repeated after an operator restart is recognised rather than counted as a failure; Ray answers it with 400
+// or, through the job agent, 500, both saying "Please use a different submission_id".
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) error {
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode job submission: %w", err)
+	}
+	status, body, err := c.do(ctx, http.MethodPost, JobsPath, payload)
+	if err != nil {
+		return err
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return nil
+	case (status == http.StatusBadRequest || status == http.StatusInternalServerError) &&
+		bytes.Contains(body, []byte("Please use a different submission_id")):
+		return ErrAlreadySubmitted
+	}
+	return httpError("submit job "+req.SubmissionID, status, body)
+}
+
+// Stop asks the job to stop. An answer of "not stopped" is an error only while the job has not ended.
+func (c *Client) Stop(ctx context.Context, submissionID string) error {
+	status, body, err := c.do(ctx, http.MethodPost, JobsPath+url.PathEscape(submissionID)+"/stop", nil)
+	if err != nil {
+		return err
+	}
+	switch {
+	case status == http.StatusNotFound:
+		return ErrNotFound
+	case status != http.StatusOK:
+		return httpError("stop job "+submissionID, status, body)
+	}
+	var answer struct {
+		Stopped bool `json:"stopped"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return fmt.Errorf("stop job %s: the dashboard's answer is not a stop result: %w", submissionID, err)
+	}
+	if answer.Stopped {
+		return nil
+	}
+	info, err := c.GetJob(ctx, submissionID)
+	if err != nil {
+		return err
+	}
+	if !rayv1.IsJobTerminal(info.Status) {
+		return fmt.Errorf("stop job %s: the dashboard did not stop it and it is %s", submissionID, info.Status)
+	}
+	return nil
+}
+
+// do sends one request and returns the answer's status and body.
+func (c *Client) do(ctx context.Context, method, path string, payload []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("Ray dashboard %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("Ray dashboard %s: read the answer to %s %s: %w", c.base, method, path, err)
+	}
+	return resp.StatusCode, data, nil
+}
+
+// httpError describes an unexpected answer, with the start of its body.
+func httpError(what string, status int, body []byte) error {
+	const keep = 300
+	text := strings.TrimSpace(string(body))
+	if len(text) > keep {
+		text = text[:keep] + "..."
+	}
+	return fmt.Errorf("%s: the Ray dashboard answered %d %s: %s", what, status, http.StatusText(status), text)
+}

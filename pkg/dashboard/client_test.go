@@ -1,0 +1,158 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+// answer is one canned dashboard response.
+type answer struct {
+	status int
+	body   string
+}
+
+// serve starts a dashboard that answers each "METHOD path" from answers and records the requests.
+func serve(t *testing.T, answers map[string]answer) (*Client, *[]*http.Request, *[]string) {
+	t.Helper()
+	var reqs []*http.Request
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reqs = append(reqs, r)
+		bodies = append(bodies, string(b))
+		a, ok := answers[r.Method+" "+r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(a.status)
+		_, _ = io.WriteString(w, a.body)
+	}))
+	t.Cleanup(srv.Close)
+	return HTTPDialer{HTTP: srv.Client()}.Jobs(srv.URL+"/", "tok").(*Client), &reqs, &bodies
+}
+
+func TestGetJob(t *testing.T) {
+	c, reqs, _ := serve(t, map[string]answer{
+		"GET /api/jobs/known": {200, `{"type":"SUBMISSION","job_id":"02000000","submission_id":"known","status":"RUNNING",
+			"message":"running","start_time":1700000000000,"end_time":0,"metadata":{"a":"b"},"driver_info":{"id":"x"},"some_new_field":1}`},
+		"GET /api/jobs/broken": {200, `<html>`},
+		"GET /api/jobs/fails":  {500, `boom`},
+	})
+	info, err := c.GetJob(context.Background(), "known")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &JobInfo{Type: "SUBMISSION", JobID: "02000000", SubmissionID: "known", Status: rayv1.JobStatusRunning,
+		Message: "running", StartTime: 1700000000000, Metadata: map[string]string{"a": "b"}}
+	if diff := cmp.Diff(want, info); diff != "" {
+		t.Errorf("job info (-want +got):\n%s", diff)
+	}
+	if got := (*reqs)[0].Header.Get("Authorization"); got != "Bearer tok" {
+		t.Errorf("Authorization = %q, want the bearer token", got)
+	}
+	if _, err := c.GetJob(context.Background(), "unknown"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown job: err = %v, want ErrNotFound", err)
+	}
+	if _, err := c.GetJob(context.Background(), "broken"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("a non-JSON answer: err = %v, want a decode error", err)
+	}
+	if _, err := c.GetJob(context.Background(), "fails"); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("a 500: err = %v, want it reported with the status", err)
+	}
+}
+
+func TestSubmit(t *testing.T) {
+	req := SubmitRequest{Entrypoint: "python x.py", SubmissionID: "job-abcde", RuntimeEnv: map[string]any{"pip": []any{"numpy"}},
+		Metadata: map[string]string{"k": "v"}, EntrypointNumCPUs: 1.5, EntrypointResources: map[string]float32{"TPU": 4}}
+	for _, tt := range []struct {
+		name    string
+		answer  answer
+		wantErr error
+		anyErr  bool
+	}{
+		{"accepted", answer{200, `{"submission_id":"job-abcde","job_id":null}`}, nil, false},
+		{"duplicate, 400", answer{400, `Job with submission_id job-abcde already exists. Please use a different submission_id.`}, ErrAlreadySubmitted, true},
+		{"duplicate through the agent, 500", answer{500, `Traceback ... Please use a different submission_id.`}, ErrAlreadySubmitted, true},
+		{"other failure", answer{500, `Traceback: runtime_env invalid`}, nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, reqs, bodies := serve(t, map[string]answer{"POST /api/jobs/": tt.answer})
+			err := c.Submit(context.Background(), req)
+			if (err != nil) != tt.anyErr || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) ||
+				(tt.wantErr == nil && errors.Is(err, ErrAlreadySubmitted)) {
+				t.Fatalf("err = %v, want %v (any error: %t)", err, tt.wantErr, tt.anyErr)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte((*bodies)[0]), &got); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]any{"entrypoint": "python x.py", "submission_id": "job-abcde", "runtime_env": map[string]any{"pip": []any{"numpy"}},
+				"metadata": map[string]any{"k": "v"}, "entrypoint_num_cpus": 1.5, "entrypoint_resources": map[string]any{"TPU": 4.0}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("request body (-want +got):\n%s", diff)
+			}
+			if ct := (*reqs)[0].Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+		})
+	}
+}
+
+func TestStop(t *testing.T) {
+	c, _, _ := serve(t, map[string]answer{
+		"POST /api/jobs/running/stop": {200, `{"stopped":true}`},
+		"POST /api/jobs/ended/stop":   {200, `{"stopped":false}`},
+		"GET /api/jobs/ended":         {200, `{"status":"SUCCEEDED"}`},
+		"POST /api/jobs/stuck/stop":   {200, `{"stopped":false}`},
+		"GET /api/jobs/stuck":         {200, `{"status":"RUNNING"}`},
+	})
+	ctx := context.Background()
+	if err := c.Stop(ctx, "running"); err != nil {
+		t.Errorf("stopped job: %v", err)
+	}
+	if err := c.Stop(ctx, "ended"); err != nil {
+		t.Errorf("a job that already ended: %v, want no error", err)
+	}
+	if err := c.Stop(ctx, "stuck"); err == nil {
+		t.Error("a job that did not stop and still runs: no error")
+	}
+	if err := c.Stop(ctx, "unknown"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown job: %v, want ErrNotFound", err)
+	}
+}
+
+func TestNoTokenNoHeader(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Values("Authorization")...)
+		_, _ = io.WriteString(w, `{"status":"PENDING"}`)
+	}))
+	defer srv.Close()
+	if _, err := (HTTPDialer{}).Jobs(srv.URL, "").GetJob(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("Authorization sent without a token: %v", got)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	_, err := (HTTPDialer{}).Jobs(url, "").GetJob(context.Background(), "x")
+	if err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("closed dashboard: err = %v, want a transport error distinct from ErrNotFound", err)
+	}
+}
