@@ -312,8 +312,16 @@ func asRayCluster(doc map[string]any) (map[string]any, bool) {
 	}, true
 }
 
+// refusedRayJobSamples are the KubeRay samples that use a RayJob feature kray does not serve, with the
+// refusal its validation gives (reported in the RayJob's status and an event).
+var refusedRayJobSamples = map[string]error{
+	"ray-job.sidecar-mode.yaml":   validation.ErrSidecarMode,
+	"ray-job.deletion-rules.yaml": validation.ErrDeletionStrategy,
+}
+
 // TestKubeRayRayJobSamplesAreAccepted checks that kray's RayJob CRD admits every RayJob among KubeRay's
-// samples and stores it as KubeRay's CRD would.
+// samples and stores it as KubeRay's CRD would, and that kray's controller validation accepts it unless it
+// is a documented refusal.
 func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
 	ours, theirs := newCRValidator(t, ourCRDAt(t, rayJobCRDPath)), newCRValidator(t, kubeRayCRDAt(t, rayJobCRDPath))
 	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", "ray-job.*.yaml"))
@@ -340,6 +348,21 @@ func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
 				}
 				if diff := cmp.Diff(theirs.normalize(doc), theirs.prune(ours.normalize(doc))); diff != "" {
 					t.Errorf("stored object differs (-kuberay +kray):\n%s", diff)
+				}
+				job := &rayv1.RayJob{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ours.normalize(doc), job); err != nil {
+					t.Fatal(err)
+				}
+				if job.Name == "" {
+					job.Name = "from-generate-name" // the API server names it
+				}
+				err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job))
+				if want, refused := refusedRayJobSamples[filepath.Base(file)]; refused {
+					if !errors.Is(err, want) {
+						t.Errorf("kray's validation: %v, want the documented refusal %v", err, want)
+					}
+				} else if err != nil {
+					t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
 				}
 			})
 		}

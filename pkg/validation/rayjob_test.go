@@ -1,0 +1,117 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+func rayJob(mutate ...func(*rayv1.RayJob)) *rayv1.RayJob {
+	job := &rayv1.RayJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"},
+		Spec:       rayv1.RayJobSpec{Entrypoint: "python x.py", SubmissionMode: rayv1.K8sJobMode, RayClusterSpec: &cluster().Spec},
+	}
+	for _, m := range mutate {
+		m(job)
+	}
+	return job
+}
+
+func TestRayJobMetadata(t *testing.T) {
+	if err := RayJobMetadata(rayJob(func(j *rayv1.RayJob) { j.Name = strings.Repeat("a", 47) })); err != nil {
+		t.Errorf("47 characters: %v", err)
+	}
+	err := RayJobMetadata(rayJob(func(j *rayv1.RayJob) { j.Name = strings.Repeat("a", 48) }))
+	if err == nil || err.Error() != "The RayJob metadata is invalid: RayJob name should be no more than 47 characters" {
+		t.Errorf("48 characters: %v", err)
+	}
+	if err := RayJobMetadata(rayJob(func(j *rayv1.RayJob) { j.Name = "1job" })); err == nil ||
+		!strings.HasPrefix(err.Error(), "The RayJob metadata is invalid: RayJob name should be a valid DNS1035 label") {
+		t.Errorf("1job: %v", err)
+	}
+}
+
+func TestRayJobSpec(t *testing.T) {
+	selector := func(name string) func(*rayv1.RayJob) {
+		return func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: name}
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(*rayv1.RayJob)
+		want string // "" is valid
+	}{
+		{"valid", func(*rayv1.RayJob) {}, ""},
+		{"suspend without shutdown", func(j *rayv1.RayJob) { j.Spec.Suspend = true },
+			"The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"},
+		{"suspend with shutdown", func(j *rayv1.RayJob) { j.Spec.Suspend = true; j.Spec.ShutdownAfterJobFinishes = true }, ""},
+		{"negative TTL", func(j *rayv1.RayJob) { j.Spec.TTLSecondsAfterFinished = -1 },
+			"The RayJob spec is invalid: TTLSecondsAfterFinished must be a non-negative integer"},
+		{"TTL without shutdown", func(j *rayv1.RayJob) { j.Spec.TTLSecondsAfterFinished = 5 },
+			"The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished"},
+		{"deletion strategy", func(j *rayv1.RayJob) { j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{} }, ErrDeletionStrategy.Error()},
+		{"suspend with selector", func(j *rayv1.RayJob) {
+			selector("c")(j)
+			j.Spec.Suspend = true
+			j.Spec.ShutdownAfterJobFinishes = true
+		}, "The RayJob spec is invalid: the ClusterSelector mode doesn't support the suspend operation"},
+		{"neither spec nor selector", func(j *rayv1.RayJob) { j.Spec.RayClusterSpec = nil },
+			"The RayJob spec is invalid: one of RayClusterSpec or ClusterSelector must be set"},
+		{"selector without a cluster name", func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{"team": "a"}
+		}, "cluster name in ClusterSelector should not be empty"},
+		{"selector", selector("c"), ""},
+		{"interactive with retries", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.InteractiveMode
+			j.Spec.BackoffLimit = ptr.To[int32](1)
+		}, "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"},
+		{"sidecar", func(j *rayv1.RayJob) { j.Spec.SubmissionMode = rayv1.SidecarMode }, ErrSidecarMode.Error()},
+		{"invalid cluster spec", func(j *rayv1.RayJob) { j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers = nil },
+			"The RayJob spec is invalid: headGroupSpec should have at least one container"},
+		{"runtime env not YAML", func(j *rayv1.RayJob) { j.Spec.RuntimeEnvYAML = "pip: [" },
+			"failed to unmarshal RuntimeEnvYAML: pip: [: error converting YAML to JSON: yaml: line 1: did not find expected node content"},
+		{"entrypoint resources not an object", func(j *rayv1.RayJob) { j.Spec.EntrypointResources = "[1]" },
+			"The RayJob spec is invalid: entrypointResources must be a JSON object of resource quantities: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]float32"},
+		{"zero deadline", func(j *rayv1.RayJob) { j.Spec.ActiveDeadlineSeconds = ptr.To[int32](0) },
+			"The RayJob spec is invalid: activeDeadlineSeconds must be a positive integer"},
+		{"negative backoff", func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](-1) },
+			"The RayJob spec is invalid: backoffLimit must be a positive integer"},
+		{"submitter template without a container", func(j *rayv1.RayJob) { j.Spec.SubmitterPodTemplate = &corev1.PodTemplateSpec{} },
+			"The RayJob spec is invalid: submitterPodTemplate should have at least one container"},
+		{"submitter template restartPolicy Always", func(j *rayv1.RayJob) {
+			j.Spec.SubmitterPodTemplate = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []corev1.Container{{Name: "s"}}}}
+		}, "The RayJob spec is invalid: submitterPodTemplate.spec.restartPolicy must be Never or OnFailure, as a Job's pods"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := RayJobSpec(rayJob(tt.edit))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("want valid, got %v", err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Errorf("got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRayJobStatus(t *testing.T) {
+	job := rayJob(func(j *rayv1.RayJob) { j.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusWaiting })
+	if err := RayJobStatus(job); err == nil {
+		t.Error("Waiting in K8sJobMode: no error")
+	}
+	job.Spec.SubmissionMode = rayv1.InteractiveMode
+	if err := RayJobStatus(job); err != nil {
+		t.Errorf("Waiting in InteractiveMode: %v", err)
+	}
+}
