@@ -4,6 +4,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -24,8 +25,10 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/controller"
+	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/rayjob"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,6 +46,7 @@ type options struct {
 	clusterDomain string
 	secureMetrics bool
 	rayGCSAddress string
+	rayDashboard  string
 	redisCleanup  bool
 	initInjection bool
 	probes        bool
@@ -64,6 +68,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
 	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
+	fs.StringVar(&o.rayDashboard, "ray-dashboard-address", "", "http://host:port of the Ray dashboard used for the Job API calls of every RayJob, instead of each cluster's head Service; for an operator running outside the cluster network")
 	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", true, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted (KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP)")
 	fs.BoolVar(&o.initInjection, "enable-init-container-injection", true, "add the wait-gcs-ready init container to worker pods (KubeRay's ENABLE_INIT_CONTAINER_INJECTION); it is left out under upgradeStrategy RollingUpdate anyway")
 	fs.BoolVar(&o.probes, "enable-probes-injection", true, "add liveness and readiness probes to Ray containers that have none (KubeRay's ENABLE_PROBES_INJECTION)")
@@ -79,6 +84,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	}
 	if o.resync < time.Second {
 		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
+	}
+	if o.rayDashboard != "" && !strings.HasPrefix(o.rayDashboard, "http://") && !strings.HasPrefix(o.rayDashboard, "https://") {
+		return o, zopts, fmt.Errorf("--ray-dashboard-address must be an http:// or https:// URL, got %q", o.rayDashboard)
 	}
 	if o.concurrency < 1 {
 		return o, zopts, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.concurrency)
@@ -163,6 +171,18 @@ func run(o options) error {
 	}
 	if err := r.SetupWithManager(mgr, setup); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
+	}
+	jobs := &rayjob.Reconciler{
+		Cache:            mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Writer:           controller.ClientWriter(mgr.GetClient()),
+		Recorder:         mgr.GetEventRecorderFor(constants.RayJobControllerName),
+		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
+		DashboardAddress: o.rayDashboard,
+		Options:          r.Options,
+	}
+	if err := jobs.SetupWithManager(mgr, o.concurrency); err != nil {
+		return fmt.Errorf("set up RayJob controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -82,6 +82,13 @@ func (w *Writer) Writes() []Write {
 	return slices.Clone(w.writes)
 }
 
+// ClearFaults forgets the faults that have not fired yet.
+func (w *Writer) ClearFaults() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.faults = nil
+}
+
 // Reset forgets the recorded writes (not the faults).
 func (w *Writer) Reset() {
 	w.mu.Lock()

@@ -68,3 +68,9 @@ func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envAuthToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: names.AuthSecretFor(rc)}, Key: AuthTokenKey}}})
 }
+
+// ClientAuth gives a pod template whose first container is a Ray client of rc (the RayJob submitter) the
+// credentials rc's token auth asks for; it changes nothing when auth is off.
+func ClientAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
+	configureAuth(rc, tmpl)
+}

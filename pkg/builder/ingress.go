@@ -24,11 +24,9 @@ func HeadIngress(rc *rayv1.RayCluster) *networkingv1.Ingress {
 	if o.PathType != nil {
 		pathType = networkingv1.PathType(*o.PathType)
 	}
-	port := int32(constants.DefaultDashboardPort)
-	for _, p := range headServicePorts(rc) {
-		if p.Name == "dashboard" {
-			port = p.Port
-		}
+	port, ok := DashboardPort(rc)
+	if !ok {
+		port = constants.DefaultDashboardPort
 	}
 	rule := networkingv1.IngressRule{Host: ptr.Deref(o.Host, ""), IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 		Paths: []networkingv1.HTTPIngressPath{{

@@ -106,6 +106,16 @@ func headServicePorts(rc *rayv1.RayCluster) []corev1.ServicePort {
 	return ports
 }
 
+// DashboardPort is the head Service's port named "dashboard"; false when the head's ports name none.
+func DashboardPort(rc *rayv1.RayCluster) (int32, bool) {
+	for _, p := range headServicePorts(rc) {
+		if p.Name == "dashboard" {
+			return p.Port, true
+		}
+	}
+	return 0, false
+}
+
 func hasServicePort(ports []corev1.ServicePort, name string) bool {
 	for _, p := range ports {
 		if p.Name == name {

@@ -194,6 +194,9 @@ const (
 // ControllerName is the field manager and event reporter of kray's reconciler.
 const ControllerName = "kray-operator"
 
+// RayJobControllerName is the event reporter of kray's RayJob controller.
+const RayJobControllerName = "kray-rayjob"
+
 // Ray settings that validation and the builders share.
 const (
 	// EnvAutoscalerV2 selects the Ray autoscaler version when set on the head's Ray container.
@@ -201,4 +204,43 @@ const (
 	// GCSStorageVolume and GCSStorageMountPath are the embedded GCS store's volume and mount on the head.
 	GCSStorageVolume    = "gcs-storage"
 	GCSStorageMountPath = "/data/gcs"
+)
+
+// RayJob labels, values, finalizer and submitter names, as KubeRay's RayJob controller writes them.
+const (
+	// LabelOriginatedFromCRName names the RayJob a RayCluster or submitter Job was created for.
+	LabelOriginatedFromCRName = "ray.io/originated-from-cr-name"
+	// OriginatedFromRayJob is the ray.io/originated-from-crd value of objects created for a RayJob.
+	OriginatedFromRayJob = "RayJob"
+	// FinalizerRayJob holds a deleted RayJob until its Ray job was asked to stop.
+	FinalizerRayJob = "ray.io/rayjob-finalizer"
+	// SubmitterContainerName is the container that runs `ray job submit`.
+	SubmitterContainerName = "ray-job-submitter"
+	// EnvRayDashboardAddress and EnvRayJobSubmissionID tell the submitter where and what to submit.
+	EnvRayDashboardAddress = "RAY_DASHBOARD_ADDRESS"
+	EnvRayJobSubmissionID  = "RAY_JOB_SUBMISSION_ID"
+	// DefaultSubmitterBackoffLimit is the submitter Job's backoffLimit when submitterConfig sets none.
+	DefaultSubmitterBackoffLimit = 2
+)
+
+// RayJob event reasons, KubeRay's.
+const (
+	EventInvalidRayJobMetadata         = "InvalidRayJobMetadata"
+	EventInvalidRayJobSpec             = "InvalidRayJobSpec"
+	EventInvalidRayJobStatus           = "InvalidRayJobStatus"
+	EventCreatedRayCluster             = "CreatedRayCluster"
+	EventFailedToCreateRayCluster      = "FailedToCreateRayCluster"
+	EventDeletedRayCluster             = "DeletedRayCluster"
+	EventFailedToDeleteRayCluster      = "FailedToDeleteRayCluster"
+	EventRayClusterNotFound            = "RayClusterNotFound"
+	EventCreatedRayJobSubmitter        = "CreatedRayJobSubmitter"
+	EventFailedToCreateRayJobSubmitter = "FailedToCreateRayJobSubmitter"
+	EventDeletedRayJobSubmitter        = "DeletedRayJobSubmitter"
+	EventFailedToDeleteRayJobSubmitter = "FailedToDeleteRayJobSubmitter"
+	EventSubmittedRayJob               = "SubmittedRayJob"
+	EventFailedToSubmitRayJob          = "FailedToSubmitRayJob"
+	EventStoppedRayJob                 = "StoppedRayJob"
+	EventFailedToStopRayJob            = "FailedToStopRayJob"
+	EventRayJobDashboardUnreachable    = "DashboardUnreachable"
+	EventRayJobDeploymentStatusChanged = "JobDeploymentStatusChanged"
 )

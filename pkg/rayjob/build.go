@@ -1,0 +1,261 @@
+package rayjob
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/validation"
+)
+
+// minRayVersionForMetadata is the first Ray whose `ray job submit` takes --metadata-json.
+var minRayVersionForMetadata = version.MustParseGeneric("2.6.0")
+
+// OwnerReference is the controller reference every object created for job carries.
+func OwnerReference(job *rayv1.RayJob) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         rayv1.GroupVersion.String(),
+		Kind:               "RayJob",
+		Name:               job.Name,
+		UID:                job.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// originLabels are the labels that tie an object to the RayJob it was created for.
+func originLabels(job *rayv1.RayJob) map[string]string {
+	return map[string]string{
+		constants.LabelOriginatedFromCRName: job.Name,
+		constants.LabelOriginatedFromCRD:    constants.OriginatedFromRayJob,
+	}
+}
+
+// Cluster is the RayCluster named name that job runs on: the job's rayClusterSpec, its labels and
+// annotations, the origin labels, and a controller reference to the job.
+func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
+	labels := map[string]string{}
+	for k, v := range job.Labels {
+		labels[k] = v
+	}
+	for k, v := range originLabels(job) {
+		labels[k] = v
+	}
+	var annotations map[string]string
+	if len(job.Annotations) > 0 {
+		annotations = map[string]string{}
+		for k, v := range job.Annotations {
+			annotations[k] = v
+		}
+	}
+	rc := &rayv1.RayCluster{
+		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       job.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(job)},
+		},
+	}
+	if job.Spec.RayClusterSpec != nil {
+		rc.Spec = *job.Spec.RayClusterSpec.DeepCopy()
+	}
+	return rc
+}
+
+// errNoDashboardPort reports a head whose ports name no "dashboard" port.
+var errNoDashboardPort = errors.New("dashboard port is not found: the head container's ports name no \"dashboard\" port")
+
+// DashboardURL is the in-cluster address (host:port, no scheme) of rc's dashboard, as KubeRay reports it in
+// status.dashboardURL.
+func DashboardURL(rc *rayv1.RayCluster, opts builder.Options) (string, error) {
+	port, ok := builder.DashboardPort(rc)
+	if !ok {
+		return "", errNoDashboardPort
+	}
+	return fmt.Sprintf("%s:%d", builder.HeadServiceFQDN(rc, opts), port), nil
+}
+
+// SubmitRequest is the Job REST API submission of job under its status.jobId.
+func SubmitRequest(job *rayv1.RayJob) (dashboard.SubmitRequest, error) {
+	env, err := validation.RuntimeEnv(job.Spec.RuntimeEnvYAML)
+	if err != nil {
+		return dashboard.SubmitRequest{}, err
+	}
+	res, err := validation.EntrypointResources(job.Spec.EntrypointResources)
+	if err != nil {
+		return dashboard.SubmitRequest{}, err
+	}
+	return dashboard.SubmitRequest{
+		Entrypoint:          job.Spec.Entrypoint,
+		SubmissionID:        job.Status.JobId,
+		RuntimeEnv:          env,
+		Metadata:            job.Spec.Metadata,
+		EntrypointNumCPUs:   job.Spec.EntrypointNumCpus,
+		EntrypointNumGPUs:   job.Spec.EntrypointNumGpus,
+		EntrypointResources: res,
+	}, nil
+}
+
+// SubmitScript is the shell script of the K8sJobMode submitter: submit job under its status.jobId unless
+// the dashboard at address (host:port) already holds that id, then follow the job's logs. A retried
+// submitter pod therefore never submits twice.
+func SubmitScript(job *rayv1.RayJob, address string) (string, error) {
+	if !strings.HasPrefix(address, "http://") && !strings.HasPrefix(address, "https://") {
+		address = "http://" + address
+	}
+	id := job.Status.JobId
+	opts, err := submitOptions(job)
+	if err != nil {
+		return "", err
+	}
+	submit := append([]string{"ray", "job", "submit", "--address", address, "--no-wait"}, opts...)
+	submit = append(submit, "--", strings.TrimSpace(job.Spec.Entrypoint))
+	parts := []string{
+		"if", "!", "ray", "job", "status", "--address", address, id, ">/dev/null", "2>&1", ";",
+		"then",
+	}
+	parts = append(parts, submit...)
+	parts = append(parts, ";", "fi", ";", "ray", "job", "logs", "--address", address, "--follow", id)
+	return strings.Join(parts, " "), nil
+}
+
+// submitOptions are the `ray job submit` options that carry job's settings, each quoted for the shell.
+func submitOptions(job *rayv1.RayJob) ([]string, error) {
+	s := &job.Spec
+	var opts []string
+	if env, err := validation.RuntimeEnv(s.RuntimeEnvYAML); err != nil {
+		return nil, err
+	} else if len(env) > 0 {
+		b, err := json.Marshal(env)
+		if err != nil {
+			return nil, fmt.Errorf("encode runtimeEnvYAML as JSON: %w", err)
+		}
+		opts = append(opts, "--runtime-env-json", strconv.Quote(string(b)))
+	}
+	if len(s.Metadata) > 0 && s.RayClusterSpec != nil {
+		if err := metadataSupported(s.RayClusterSpec.RayVersion); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(s.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("encode metadata as JSON: %w", err)
+		}
+		opts = append(opts, "--metadata-json", strconv.Quote(string(b)))
+	}
+	if job.Status.JobId != "" {
+		opts = append(opts, "--submission-id", job.Status.JobId)
+	}
+	if s.EntrypointNumCpus > 0 {
+		opts = append(opts, "--entrypoint-num-cpus", fmt.Sprintf("%f", s.EntrypointNumCpus))
+	}
+	if s.EntrypointNumGpus > 0 {
+		opts = append(opts, "--entrypoint-num-gpus", fmt.Sprintf("%f", s.EntrypointNumGpus))
+	}
+	if s.EntrypointResources != "" {
+		opts = append(opts, "--entrypoint-resources", strconv.Quote(s.EntrypointResources))
+	}
+	return opts, nil
+}
+
+// metadataSupported refuses metadata for a Ray older than 2.6.0; an unset rayVersion is taken as recent.
+func metadataSupported(rayVersion string) error {
+	if rayVersion == "" {
+		return nil
+	}
+	v, err := version.ParseGeneric(rayVersion)
+	if err != nil {
+		return fmt.Errorf("failed to parse Ray version: %s: %w", rayVersion, err)
+	}
+	if v.LessThan(minRayVersionForMetadata) {
+		return errors.New("the Ray version must be at least 2.6.0 to use the metadata field")
+	}
+	return nil
+}
+
+// SubmitterJob is the K8sJobMode batch/v1 Job that submits job to rc, whose dashboard is at address. It is
+// named after the RayJob, carries rc's ray.io/cluster label (the Job only, not its pods) so kray's cache
+// holds it, and, when rc uses token auth, the cluster's credentials.
+func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address string, opts builder.Options) (*batchv1.Job, error) {
+	script, err := SubmitScript(job, address)
+	if err != nil {
+		return nil, err
+	}
+	var tmpl corev1.PodTemplateSpec
+	if job.Spec.SubmitterPodTemplate != nil {
+		tmpl = *job.Spec.SubmitterPodTemplate.DeepCopy()
+	} else {
+		tmpl = defaultSubmitterTemplate(rc)
+	}
+	if len(tmpl.Spec.Containers) == 0 {
+		return nil, errors.New("the submitter pod template has no container")
+	}
+	c := &tmpl.Spec.Containers[0]
+	if len(c.Command) == 0 {
+		shell := "-ce"
+		if opts.LoginShell {
+			shell = "-cel"
+		}
+		c.Command = []string{"/bin/bash", shell, "--"}
+		c.Args = []string{script}
+	}
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
+		corev1.EnvVar{Name: constants.EnvRayDashboardAddress, Value: address},
+		corev1.EnvVar{Name: constants.EnvRayJobSubmissionID, Value: job.Status.JobId},
+	)
+	builder.ClientAuth(rc, &tmpl)
+	if tmpl.Spec.RestartPolicy == "" {
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	backoff := int32(constants.DefaultSubmitterBackoffLimit)
+	if c := job.Spec.SubmitterConfig; c != nil && c.BackoffLimit != nil {
+		backoff = *c.BackoffLimit
+	}
+	labels := originLabels(job)
+	labels[constants.LabelCreatedBy] = constants.CreatedByValue
+	labels[constants.LabelCluster] = rc.Name
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            job.Name,
+			Namespace:       job.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(job)},
+		},
+		Spec: batchv1.JobSpec{BackoffLimit: &backoff, Template: tmpl},
+	}, nil
+}
+
+// defaultSubmitterTemplate runs the submitter in the head's image with KubeRay's default resources.
+func defaultSubmitterTemplate(rc *rayv1.RayCluster) corev1.PodTemplateSpec {
+	image := ""
+	if cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(cs) > 0 {
+		image = cs[constants.RayContainerIndex].Image
+	}
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{
+			Name:  constants.SubmitterContainerName,
+			Image: image,
+			Resources: corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("200Mi")},
+			},
+		}},
+	}}
+}

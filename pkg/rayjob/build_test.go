@@ -1,0 +1,128 @@
+package rayjob
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+func TestSubmitScript(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*rayv1.RayJob)
+		want string
+	}{
+		{"minimal", func(*rayv1.RayJob) {},
+			`if ! ray job status --address http://h:8265 train-abcde >/dev/null 2>&1 ; then ray job submit --address http://h:8265 --no-wait --submission-id train-abcde -- python train.py ; fi ; ray job logs --address http://h:8265 --follow train-abcde`},
+		{"every option", func(j *rayv1.RayJob) {
+			j.Spec.Entrypoint = "  python -c 'print(1)'  "
+			j.Spec.RuntimeEnvYAML = "pip: [\"requests==2.26.0\"]\n"
+			j.Spec.Metadata = map[string]string{"owner": "a b"}
+			j.Spec.EntrypointNumCpus = 1
+			j.Spec.EntrypointNumGpus = 0.5
+			j.Spec.EntrypointResources = `{"Custom": 1}`
+		},
+			`if ! ray job status --address http://h:8265 train-abcde >/dev/null 2>&1 ; then ray job submit --address http://h:8265 --no-wait ` +
+				`--runtime-env-json "{\"pip\":[\"requests==2.26.0\"]}" --metadata-json "{\"owner\":\"a b\"}" --submission-id train-abcde ` +
+				`--entrypoint-num-cpus 1.000000 --entrypoint-num-gpus 0.500000 --entrypoint-resources "{\"Custom\": 1}" -- python -c 'print(1)' ; fi ; ` +
+				`ray job logs --address http://h:8265 --follow train-abcde`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := newJob(inState(rayv1.JobDeploymentStatusInitializing), tt.edit)
+			got, err := SubmitScript(job, "h:8265")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("script (-want +got):\n%s", diff)
+			}
+		})
+	}
+	old := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {
+		j.Spec.Metadata = map[string]string{"a": "b"}
+		j.Spec.RayClusterSpec.RayVersion = "2.5.1"
+	})
+	if _, err := SubmitScript(old, "h:8265"); err == nil || err.Error() != "the Ray version must be at least 2.6.0 to use the metadata field" {
+		t.Errorf("metadata on Ray 2.5.1: err = %v", err)
+	}
+}
+
+func TestSubmitterJob(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
+	rc := Cluster(job, "train-abcde")
+	sub, err := SubmitterJob(job, rc, "train-abcde-head-svc.ns.svc.cluster.local:8265", builder.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Name != "train" || *sub.Spec.BackoffLimit != constants.DefaultSubmitterBackoffLimit || sub.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("name %s backoff %d restart %s", sub.Name, *sub.Spec.BackoffLimit, sub.Spec.Template.Spec.RestartPolicy)
+	}
+	c := sub.Spec.Template.Spec.Containers[0]
+	head := rc.Spec.HeadGroupSpec.Template.Spec.Containers[0]
+	if c.Name != constants.SubmitterContainerName || c.Image != head.Image || !cmp.Equal(c.Command, []string{"/bin/bash", "-ce", "--"}) || len(c.Args) != 1 {
+		t.Errorf("container %s image %s command %v args %d", c.Name, c.Image, c.Command, len(c.Args))
+	}
+	if c.Resources.Requests.Cpu().String() != "500m" || c.Resources.Limits.Memory().String() != "1Gi" {
+		t.Errorf("resources %v", c.Resources)
+	}
+	wantEnv := []corev1.EnvVar{{Name: "PYTHONUNBUFFERED", Value: "1"},
+		{Name: constants.EnvRayDashboardAddress, Value: "train-abcde-head-svc.ns.svc.cluster.local:8265"},
+		{Name: constants.EnvRayJobSubmissionID, Value: "train-abcde"}}
+	if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	if ref := sub.OwnerReferences[0]; ref.Kind != "RayJob" || ref.UID != jobUID || !ptr.Deref(ref.Controller, false) {
+		t.Errorf("owner %+v", ref)
+	}
+
+	t.Run("user's template and backoff, token auth", func(t *testing.T) {
+		job := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {
+			j.Spec.SubmitterConfig = &rayv1.SubmitterConfig{BackoffLimit: ptr.To[int32](0)}
+			j.Spec.SubmitterPodTemplate = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure,
+				Containers: []corev1.Container{{Name: "mine", Image: "me", Command: []string{"ray", "job", "submit"}}}}}
+			j.Spec.RayClusterSpec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+		})
+		rc := Cluster(job, "train-abcde")
+		sub, err := SubmitterJob(job, rc, "h:8265", builder.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sub.Spec.Template.Spec.Containers[0]
+		if *sub.Spec.BackoffLimit != 0 || sub.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyOnFailure ||
+			!cmp.Equal(c.Command, []string{"ray", "job", "submit"}) || c.Args != nil {
+			t.Errorf("backoff %d restart %s command %v args %v: the user's settings must stay", *sub.Spec.BackoffLimit,
+				sub.Spec.Template.Spec.RestartPolicy, c.Command, c.Args)
+		}
+		var token *corev1.EnvVar
+		for i := range c.Env {
+			if c.Env[i].Name == "RAY_AUTH_TOKEN" {
+				token = &c.Env[i]
+			}
+		}
+		if token == nil || token.ValueFrom == nil || token.ValueFrom.SecretKeyRef.Name != "train-abcde" {
+			t.Errorf("RAY_AUTH_TOKEN = %+v, want it from the cluster's auth Secret", token)
+		}
+	})
+}
+
+func TestClusterFromSpec(t *testing.T) {
+	job := newJob(func(j *rayv1.RayJob) { j.Annotations = map[string]string{"a": "b"} })
+	rc := Cluster(job, "train-x")
+	if diff := cmp.Diff(*job.Spec.RayClusterSpec, rc.Spec); diff != "" {
+		t.Errorf("spec (-job +cluster):\n%s", diff)
+	}
+	rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = "changed"
+	if job.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Image == "changed" {
+		t.Error("the cluster shares the job's spec instead of a copy")
+	}
+	if rc.Annotations["a"] != "b" {
+		t.Errorf("annotations %v", rc.Annotations)
+	}
+}

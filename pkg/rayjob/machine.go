@@ -1,0 +1,490 @@
+package rayjob
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/validation"
+)
+
+// Timing of the state machine, KubeRay's.
+const (
+	// PollInterval is how often a running job's status is read from the dashboard, which has no watch.
+	PollInterval = 3 * time.Second
+	// SubmitterFinishedTimeout is how long after the submitter finished the Ray job may take to be terminal.
+	SubmitterFinishedTimeout = 30 * time.Second
+	// TransitionGracePeriod is how long after the Ray job ended the RayJob may stay Running.
+	TransitionGracePeriod = 300 * time.Second
+)
+
+// Status messages that KubeRay writes word for word.
+const (
+	msgGracePeriodExceeded = "JobDeploymentStatus does not transition to Complete or Failed within the grace period after JobStatus reaches a terminal state."
+	msgSubmitterNoRayJob   = "Submitter completed but Ray job not found in RayCluster."
+)
+
+// Observed is what the reconciler read for one RayJob: the inputs of Next.
+type Observed struct {
+	// Job is the RayJob as read; Next never changes it.
+	Job *rayv1.RayJob
+	// Cluster is the RayJob's RayCluster (status.rayClusterName), nil when absent.
+	Cluster *rayv1.RayCluster
+	// Submitter is the K8sJobMode submitter Job, nil when absent.
+	Submitter *batchv1.Job
+	// JobInfo is the dashboard's answer for status.jobId; nil when not asked or when it failed (JobInfoErr).
+	JobInfo *dashboard.JobInfo
+	// JobInfoErr is dashboard.ErrNotFound, or why the dashboard could not be read.
+	JobInfoErr error
+	// Now is the reconcile's clock.
+	Now time.Time
+	// Suffix is a fresh random name suffix, used when a new attempt needs names.
+	Suffix string
+	// Options are the builders' operator-level settings.
+	Options builder.Options
+}
+
+// ActionKind names what the reconciler must do to the cluster, the submitter or the dashboard.
+type ActionKind string
+
+// The actions of a Decision.
+const (
+	CreateCluster   ActionKind = "CreateCluster"
+	DeleteCluster   ActionKind = "DeleteCluster"
+	CreateSubmitter ActionKind = "CreateSubmitter"
+	DeleteSubmitter ActionKind = "DeleteSubmitter"
+	SubmitJob       ActionKind = "SubmitJob"
+)
+
+// Action is one write Next asks for, with the object or request it writes.
+type Action struct {
+	Kind      ActionKind
+	Cluster   *rayv1.RayCluster
+	Submitter *batchv1.Job
+	Request   dashboard.SubmitRequest
+}
+
+// Event is a Kubernetes event the reconciler records after the status write.
+type Event struct {
+	Type, Reason, Message string
+}
+
+// Decision is Next's answer: the status to write, the actions to take and when to look again.
+type Decision struct {
+	Status       rayv1.RayJobStatus
+	Actions      []Action
+	Events       []Event
+	RequeueAfter time.Duration
+}
+
+// wantRequeue keeps the earliest of the requeues asked for.
+func (d *Decision) wantRequeue(after time.Duration) {
+	if after <= 0 {
+		after = time.Second
+	}
+	if d.RequeueAfter == 0 || after < d.RequeueAfter {
+		d.RequeueAfter = after
+	}
+}
+
+// NeedsJobInfo reports whether Next, for job, needs the dashboard's answer about status.jobId.
+func NeedsJobInfo(job *rayv1.RayJob) bool {
+	return job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning && job.Status.JobId != ""
+}
+
+// Next is the RayJob state machine: from what the reconciler observed, the next status and the writes that
+// lead to it. It is pure; the reconciler performs the actions, then writes the status once.
+func Next(o Observed) Decision {
+	job := o.Job
+	d := Decision{Status: *job.Status.DeepCopy()}
+	st := &d.Status
+	if o.Cluster != nil {
+		st.RayClusterStatus = *o.Cluster.Status.DeepCopy()
+	}
+	if reason, err := validate(job); err != nil {
+		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || st.Message != err.Error() {
+			d.Events = append(d.Events, Event{corev1.EventTypeWarning, reason, fmt.Sprintf("%s/%s: %v", job.Namespace, job.Name, err)})
+		}
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusValidationFailed
+		st.Reason = rayv1.ValidationFailed
+		st.Message = err.Error()
+		return d
+	}
+	before := job.Status.JobDeploymentStatus
+	switch before {
+	case rayv1.JobDeploymentStatusNew:
+		if job.Spec.Suspend {
+			st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspended // created suspended (Kueue): nothing to tear down
+			break
+		}
+		start(o, st)
+	case rayv1.JobDeploymentStatusInitializing:
+		initializing(o, &d)
+	case rayv1.JobDeploymentStatusWaiting:
+		if job.Spec.JobId != "" {
+			st.JobId = job.Spec.JobId
+			st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
+		}
+	case rayv1.JobDeploymentStatusRunning:
+		running(o, &d)
+	case rayv1.JobDeploymentStatusSuspending, rayv1.JobDeploymentStatusRetrying:
+		tearDown(o, &d)
+	case rayv1.JobDeploymentStatusSuspended:
+		if !job.Spec.Suspend {
+			st.JobStatus = rayv1.JobStatusNew
+			st.JobDeploymentStatus = rayv1.JobDeploymentStatusNew
+		}
+	case rayv1.JobDeploymentStatusComplete, rayv1.JobDeploymentStatusFailed:
+		finished(o, &d)
+		return d
+	default: // ValidationFailed stays: the RayJob must be recreated, as with KubeRay.
+		return d
+	}
+	ended(o, before, &d)
+	return d
+}
+
+// validate runs the metadata, spec and status checks, returning the event reason of the first failure.
+func validate(job *rayv1.RayJob) (string, error) {
+	if err := validation.RayJobMetadata(job); err != nil {
+		return constants.EventInvalidRayJobMetadata, err
+	}
+	if err := validation.RayJobSpec(job); err != nil {
+		return constants.EventInvalidRayJobSpec, err
+	}
+	if err := validation.RayJobStatus(job); err != nil {
+		return constants.EventInvalidRayJobStatus, err
+	}
+	return "", nil
+}
+
+// start names the new attempt's submission and cluster and records its start; nothing is created before
+// these names are in the status, so a restarted or second operator reuses them instead of making others.
+func start(o Observed, st *rayv1.RayJobStatus) {
+	job := o.Job
+	if job.Spec.SubmissionMode != rayv1.InteractiveMode && st.JobId == "" {
+		st.JobId = job.Spec.JobId
+		if st.JobId == "" {
+			st.JobId = job.Name + "-" + o.Suffix
+		}
+	}
+	if st.RayClusterName == "" {
+		st.RayClusterName = job.Spec.ClusterSelector[constants.LabelCluster]
+		if st.RayClusterName == "" {
+			st.RayClusterName = job.Name + "-" + o.Suffix
+		}
+	}
+	st.JobDeploymentStatus = rayv1.JobDeploymentStatusInitializing
+	st.StartTime = ptr.To(metav1.NewTime(o.Now))
+	st.EndTime = nil
+}
+
+// selectorMode reports whether job runs on a RayCluster the user created and selected.
+func selectorMode(job *rayv1.RayJob) bool { return len(job.Spec.ClusterSelector) != 0 }
+
+// ownCluster reports whether rc was created for job (and so may be deleted by it).
+func ownCluster(job *rayv1.RayJob, rc *rayv1.RayCluster) bool {
+	ref := metav1.GetControllerOf(rc)
+	return ref != nil && ref.UID == job.UID
+}
+
+// initializing creates the cluster, waits until it is ready, then starts the submission.
+func initializing(o Observed, d *Decision) {
+	job, st := o.Job, &d.Status
+	if job.Spec.Suspend {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
+		return
+	}
+	if deadlineExceeded(o, d) {
+		return
+	}
+	if !clusterPresent(o, d) {
+		return
+	}
+	if o.Cluster.Status.State != rayv1.Ready {
+		if selectorMode(job) {
+			d.wantRequeue(PollInterval) // a selected cluster is not owned, so its changes do not wake the RayJob
+		}
+		return // an owned cluster's status changes wake the RayJob
+	}
+	url, err := DashboardURL(o.Cluster, o.Options)
+	if err != nil {
+		st.Message = err.Error()
+		return
+	}
+	st.DashboardURL = url
+	switch job.Spec.SubmissionMode {
+	case rayv1.InteractiveMode:
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusWaiting
+		return
+	case rayv1.HTTPMode:
+	default: // K8sJobMode
+		if o.Submitter == nil {
+			sub, err := SubmitterJob(jobWithStatus(job, st), o.Cluster, url, o.Options)
+			if err != nil {
+				failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
+				return
+			}
+			d.Actions = append(d.Actions, Action{Kind: CreateSubmitter, Submitter: sub})
+		}
+	}
+	st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
+	st.Message = ""
+}
+
+// jobWithStatus is job carrying the status being decided, for builders that read status.jobId.
+func jobWithStatus(job *rayv1.RayJob, st *rayv1.RayJobStatus) *rayv1.RayJob {
+	j := job.DeepCopy()
+	j.Status = *st.DeepCopy()
+	return j
+}
+
+// clusterPresent asks for the RayJob's cluster when it is missing and reports whether it exists. A missing
+// selected cluster is waited for, as the user must create it.
+func clusterPresent(o Observed, d *Decision) bool {
+	if o.Cluster != nil {
+		return true
+	}
+	job := o.Job
+	if selectorMode(job) {
+		d.Events = append(d.Events, Event{corev1.EventTypeWarning, constants.EventRayClusterNotFound,
+			fmt.Sprintf("RayCluster %s/%s set in the clusterSelector is not found. It must be created manually", job.Namespace, d.Status.RayClusterName)})
+		d.wantRequeue(PollInterval)
+		return false
+	}
+	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: Cluster(job, d.Status.RayClusterName)})
+	return false
+}
+
+// deadlineExceeded fails the attempt once activeDeadlineSeconds have passed since it started, and otherwise
+// asks to be woken at the deadline.
+func deadlineExceeded(o Observed, d *Decision) bool {
+	job, st := o.Job, &d.Status
+	if job.Spec.ActiveDeadlineSeconds == nil || st.StartTime == nil {
+		return false
+	}
+	deadline := st.StartTime.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second)
+	if o.Now.Before(deadline) {
+		d.wantRequeue(deadline.Sub(o.Now))
+		return false
+	}
+	failJob(d, rayv1.DeadlineExceeded, fmt.Sprintf("The RayJob has passed the activeDeadlineSeconds. StartTime: %v. ActiveDeadlineSeconds: %d",
+		st.StartTime, *job.Spec.ActiveDeadlineSeconds))
+	return true
+}
+
+// failJob moves the RayJob to Failed with reason and message.
+func failJob(d *Decision, reason rayv1.JobFailedReason, message string) {
+	d.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusFailed
+	d.Status.Reason = reason
+	d.Status.Message = message
+}
+
+// running follows the submission until the Ray job and (in K8sJobMode) its submitter have finished.
+func running(o Observed, d *Decision) {
+	job, st := o.Job, &d.Status
+	if job.Spec.Suspend {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
+		return
+	}
+	if deadlineExceeded(o, d) {
+		return
+	}
+	if rayv1.IsJobTerminal(st.JobStatus) && st.RayJobStatusInfo.EndTime != nil &&
+		!o.Now.Before(st.RayJobStatusInfo.EndTime.Add(TransitionGracePeriod)) {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
+		if st.JobStatus == rayv1.JobStatusFailed {
+			st.JobDeploymentStatus = rayv1.JobDeploymentStatusFailed
+		}
+		st.Reason = rayv1.JobDeploymentStatusTransitionGracePeriodExceeded
+		st.Message = msgGracePeriodExceeded
+		return
+	}
+	if o.Cluster == nil {
+		if selectorMode(job) {
+			failJob(d, rayv1.AppFailed, fmt.Sprintf("RayCluster %s/%s set in the clusterSelector was deleted while the job ran", job.Namespace, st.RayClusterName))
+		} else {
+			failJob(d, rayv1.AppFailed, fmt.Sprintf("RayCluster %s/%s of the RayJob was deleted while the job ran", job.Namespace, st.RayClusterName))
+		}
+		return
+	}
+	d.wantRequeue(PollInterval)
+	var finishedAt *metav1.Time
+	if job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == "" {
+		var failed bool
+		finishedAt, failed = submitter(o, d)
+		if finishedAt != nil && !rayv1.IsJobTerminal(st.JobStatus) && !o.Now.Before(finishedAt.Add(SubmitterFinishedTimeout)) &&
+			(o.JobInfo == nil || !rayv1.IsJobTerminal(o.JobInfo.Status)) {
+			st.JobStatus = rayv1.JobStatusFailed
+			failJob(d, rayv1.JobDeploymentStatusTransitionGracePeriodExceeded, fmt.Sprintf(
+				"The RayJob submitter finished at %s but the ray job did not reach terminal state within %s",
+				finishedAt.Format(time.DateTime), SubmitterFinishedTimeout))
+			return
+		}
+		if failed {
+			return
+		}
+	}
+	switch {
+	case errors.Is(o.JobInfoErr, dashboard.ErrNotFound):
+		switch {
+		case job.Spec.SubmissionMode == rayv1.HTTPMode:
+			req, err := SubmitRequest(jobWithStatus(job, st))
+			if err != nil {
+				failJob(d, rayv1.SubmissionFailed, err.Error())
+				return
+			}
+			d.Actions = append(d.Actions, Action{Kind: SubmitJob, Request: req})
+		case finishedAt != nil:
+			failJob(d, rayv1.AppFailed, msgSubmitterNoRayJob)
+		}
+		return
+	case o.JobInfoErr != nil:
+		st.Message = fmt.Sprintf("Cannot read the Ray job's status from the dashboard: %v", o.JobInfoErr)
+		return
+	case o.JobInfo == nil:
+		return
+	}
+	info := o.JobInfo
+	st.JobStatus = info.Status
+	st.Message = info.Message
+	st.RayJobStatusInfo.StartTime = msTime(info.StartTime, st.RayJobStatusInfo.StartTime)
+	st.RayJobStatusInfo.EndTime = msTime(info.EndTime, st.RayJobStatusInfo.EndTime)
+	hasSubmitter := job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == ""
+	if !rayv1.IsJobTerminal(info.Status) || (hasSubmitter && finishedAt == nil) {
+		st.Reason = ""
+		return
+	}
+	if info.Status == rayv1.JobStatusFailed {
+		failJob(d, rayv1.AppFailed, info.Message)
+		return
+	}
+	st.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
+}
+
+// msTime converts the dashboard's Unix milliseconds; zero keeps the previous value.
+func msTime(ms uint64, prev *metav1.Time) *metav1.Time {
+	if ms == 0 {
+		return prev
+	}
+	return ptr.To(metav1.NewTime(time.UnixMilli(int64(ms)).UTC()))
+}
+
+// submitter reads the K8sJobMode submitter Job: when it finished, and whether its failure failed the RayJob.
+// A missing submitter is created again; its script submits only what the dashboard does not hold.
+func submitter(o Observed, d *Decision) (*metav1.Time, bool) {
+	job, st := o.Job, &d.Status
+	sub := o.Submitter
+	if sub == nil {
+		built, err := SubmitterJob(jobWithStatus(job, st), o.Cluster, st.DashboardURL, o.Options)
+		if err != nil {
+			failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
+			return nil, true
+		}
+		d.Actions = append(d.Actions, Action{Kind: CreateSubmitter, Submitter: built})
+		return nil, false
+	}
+	var finishedAt *metav1.Time
+	for _, c := range sub.Status.Conditions {
+		if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
+			continue
+		}
+		t := c.LastTransitionTime
+		finishedAt = &t
+		if c.Type == batchv1.JobFailed {
+			if st.JobStatus == rayv1.JobStatusFailed {
+				failJob(d, rayv1.AppFailed, st.Message)
+			} else {
+				failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Job submission has failed. Reason: %s. Message: %s", c.Reason, c.Message))
+			}
+			return finishedAt, true
+		}
+	}
+	return finishedAt, false
+}
+
+// tearDown deletes the attempt's cluster (only one created for the RayJob) and submitter, and once both are
+// gone clears the attempt from the status: Suspending becomes Suspended, Retrying a new attempt.
+func tearDown(o Observed, d *Decision) {
+	job, st := o.Job, &d.Status
+	present := false
+	if o.Cluster != nil && ownCluster(job, o.Cluster) {
+		present = true
+		if o.Cluster.DeletionTimestamp == nil {
+			d.Actions = append(d.Actions, Action{Kind: DeleteCluster, Cluster: o.Cluster})
+		}
+	}
+	if o.Submitter != nil {
+		present = true
+		if o.Submitter.DeletionTimestamp == nil {
+			d.Actions = append(d.Actions, Action{Kind: DeleteSubmitter, Submitter: o.Submitter})
+		}
+	}
+	if present {
+		d.wantRequeue(PollInterval)
+		return
+	}
+	st.RayClusterStatus = rayv1.RayClusterStatus{}
+	st.RayClusterName = ""
+	st.DashboardURL = ""
+	st.JobId = ""
+	st.Message = ""
+	st.Reason = ""
+	st.RayJobStatusInfo = rayv1.RayJobStatusInfo{}
+	st.JobStatus = rayv1.JobStatusNew
+	if st.JobDeploymentStatus == rayv1.JobDeploymentStatusSuspending {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspended
+	} else {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusNew
+	}
+}
+
+// ended does the bookkeeping of an attempt that has just ended: the end time, the success and failure
+// counts, and a retry while backoffLimit allows one (never after a deadline).
+func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
+	st := &d.Status
+	now := st.JobDeploymentStatus
+	if now == before || !rayv1.IsJobDeploymentTerminal(now) {
+		return
+	}
+	if now == rayv1.JobDeploymentStatusFailed {
+		st.Failed = ptr.To(ptr.Deref(st.Failed, 0) + 1)
+	}
+	if now == rayv1.JobDeploymentStatusComplete && st.JobStatus == rayv1.JobStatusSucceeded {
+		st.Succeeded = ptr.To(ptr.Deref(st.Succeeded, 0) + 1)
+	}
+	limit := o.Job.Spec.BackoffLimit
+	if now == rayv1.JobDeploymentStatusFailed && limit != nil && *st.Failed < *limit+1 && st.Reason != rayv1.DeadlineExceeded {
+		st.JobDeploymentStatus = rayv1.JobDeploymentStatusRetrying
+		return
+	}
+	st.EndTime = ptr.To(metav1.NewTime(o.Now))
+	d.RequeueAfter = 0
+	finished(o, d)
+}
+
+// finished applies shutdownAfterJobFinishes to an ended RayJob: its cluster is deleted
+// ttlSecondsAfterFinished after the end. A selected cluster is never deleted.
+func finished(o Observed, d *Decision) {
+	job, st := o.Job, &d.Status
+	if selectorMode(job) || !job.Spec.ShutdownAfterJobFinishes || st.EndTime == nil {
+		return
+	}
+	due := st.EndTime.Add(time.Duration(job.Spec.TTLSecondsAfterFinished) * time.Second)
+	if o.Now.Before(due) {
+		d.wantRequeue(due.Sub(o.Now))
+		return
+	}
+	if o.Cluster != nil && o.Cluster.DeletionTimestamp == nil && ownCluster(job, o.Cluster) {
+		d.Actions = append(d.Actions, Action{Kind: DeleteCluster, Cluster: o.Cluster})
+	}
+}

@@ -1,0 +1,443 @@
+package rayjob
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/fixture"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+const jobUID = types.UID("job-uid")
+
+// newJob is a valid K8sJobMode RayJob named "train" with the fixture's cluster spec.
+func newJob(edits ...func(*rayv1.RayJob)) *rayv1.RayJob {
+	rc := fixture.Cluster("ns", "ignored")
+	job := &rayv1.RayJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: jobUID, Labels: map[string]string{"team": "a"},
+			Finalizers: []string{constants.FinalizerRayJob}},
+		Spec: rayv1.RayJobSpec{Entrypoint: "python train.py", SubmissionMode: rayv1.K8sJobMode, BackoffLimit: ptr.To[int32](0),
+			RayClusterSpec: rc.Spec.DeepCopy()},
+	}
+	for _, e := range edits {
+		e(job)
+	}
+	return job
+}
+
+// inState sets the status as a previous reconcile would have left it in state.
+func inState(state rayv1.JobDeploymentStatus) func(*rayv1.RayJob) {
+	return func(j *rayv1.RayJob) {
+		j.Status.JobDeploymentStatus = state
+		j.Status.JobId = "train-abcde"
+		j.Status.RayClusterName = "train-abcde"
+		j.Status.StartTime = ptr.To(metav1.NewTime(t0))
+		if state != rayv1.JobDeploymentStatusInitializing {
+			j.Status.DashboardURL = "train-abcde-head-svc.ns.svc.cluster.local:8265"
+		}
+	}
+}
+
+func mode(m rayv1.JobSubmissionMode) func(*rayv1.RayJob) {
+	return func(j *rayv1.RayJob) { j.Spec.SubmissionMode = m }
+}
+
+// ownedCluster is the job's cluster in state.
+func ownedCluster(job *rayv1.RayJob, state rayv1.ClusterState) *rayv1.RayCluster {
+	rc := Cluster(job, job.Status.RayClusterName)
+	rc.UID = "rc-uid"
+	rc.Status.State = state
+	return rc
+}
+
+// submitterJob is the job's submitter with a finished condition of type cond (none when empty) at t.
+func submitterJob(job *rayv1.RayJob, cond batchv1.JobConditionType, at time.Time) *batchv1.Job {
+	sub := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, UID: "sub-uid",
+		OwnerReferences: []metav1.OwnerReference{OwnerReference(job)}}}
+	if cond != "" {
+		sub.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at),
+			Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+	}
+	return sub
+}
+
+func kinds(actions []Action) []ActionKind {
+	var out []ActionKind
+	for _, a := range actions {
+		out = append(out, a.Kind)
+	}
+	return out
+}
+
+func TestNewAttemptIsNamedBeforeAnythingIsCreated(t *testing.T) {
+	tests := []struct {
+		name                string
+		job                 *rayv1.RayJob
+		wantJobID, wantName string
+	}{
+		{"generated", newJob(), "train-xyz12", "train-xyz12"},
+		{"user's job id", newJob(func(j *rayv1.RayJob) { j.Spec.JobId = "mine" }), "mine", "train-xyz12"},
+		{"interactive: the user submits", newJob(mode(rayv1.InteractiveMode)), "", "train-xyz12"},
+		{"selected cluster", newJob(func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "shared"}
+		}), "train-xyz12", "shared"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Next(Observed{Job: tt.job, Now: t0, Suffix: "xyz12"})
+			if len(d.Actions) != 0 {
+				t.Errorf("actions = %v, want none before the names are stored", kinds(d.Actions))
+			}
+			st := d.Status
+			if st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || st.JobId != tt.wantJobID ||
+				st.RayClusterName != tt.wantName || !st.StartTime.Time.Equal(t0) {
+				t.Errorf("status = %s jobId=%q cluster=%q start=%v, want Initializing %q %q %v", st.JobDeploymentStatus,
+					st.JobId, st.RayClusterName, st.StartTime, tt.wantJobID, tt.wantName, t0)
+			}
+		})
+	}
+}
+
+func TestCreatedSuspendedWaitsWithNothing(t *testing.T) {
+	job := newJob(func(j *rayv1.RayJob) { j.Spec.Suspend = true; j.Spec.ShutdownAfterJobFinishes = true })
+	d := Next(Observed{Job: job, Now: t0, Suffix: "xyz12"})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusSuspended || d.Status.RayClusterName != "" || len(d.Actions) != 0 {
+		t.Errorf("got %s cluster=%q actions=%v, want Suspended with no name and no action", d.Status.JobDeploymentStatus, d.Status.RayClusterName, kinds(d.Actions))
+	}
+	job.Status = d.Status
+	job.Spec.Suspend = false
+	if d := Next(Observed{Job: job, Now: t0}); d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusNew {
+		t.Errorf("unsuspended: %s, want New", d.Status.JobDeploymentStatus)
+	}
+}
+
+func TestInitializing(t *testing.T) {
+	t.Run("creates the cluster it named", func(t *testing.T) {
+		job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
+		d := Next(Observed{Job: job, Now: t0})
+		if diff := cmp.Diff([]ActionKind{CreateCluster}, kinds(d.Actions)); diff != "" {
+			t.Fatalf("actions (-want +got):\n%s", diff)
+		}
+		rc := d.Actions[0].Cluster
+		if rc.Name != "train-abcde" || rc.Namespace != "ns" || !ownCluster(job, rc) {
+			t.Errorf("cluster %s/%s owned=%t", rc.Namespace, rc.Name, ownCluster(job, rc))
+		}
+		wantLabels := map[string]string{"team": "a", constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob"}
+		if diff := cmp.Diff(wantLabels, rc.Labels); diff != "" {
+			t.Errorf("labels (-want +got):\n%s", diff)
+		}
+		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+			t.Errorf("status moved to %s before the cluster is ready", d.Status.JobDeploymentStatus)
+		}
+	})
+	t.Run("waits for a ready cluster", func(t *testing.T) {
+		job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
+		d := Next(Observed{Job: job, Cluster: ownedCluster(job, ""), Now: t0})
+		if len(d.Actions) != 0 || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || d.RequeueAfter != 0 {
+			t.Errorf("got %s actions=%v requeue=%s, want to wait for the cluster's watch event", d.Status.JobDeploymentStatus, kinds(d.Actions), d.RequeueAfter)
+		}
+	})
+	for _, tt := range []struct {
+		mode    rayv1.JobSubmissionMode
+		want    rayv1.JobDeploymentStatus
+		actions []ActionKind
+	}{
+		{rayv1.K8sJobMode, rayv1.JobDeploymentStatusRunning, []ActionKind{CreateSubmitter}},
+		{rayv1.HTTPMode, rayv1.JobDeploymentStatusRunning, nil},
+		{rayv1.InteractiveMode, rayv1.JobDeploymentStatusWaiting, nil},
+	} {
+		t.Run("ready cluster, "+string(tt.mode), func(t *testing.T) {
+			job := newJob(mode(tt.mode), inState(rayv1.JobDeploymentStatusInitializing))
+			d := Next(Observed{Job: job, Cluster: ownedCluster(job, rayv1.Ready), Now: t0})
+			if d.Status.JobDeploymentStatus != tt.want {
+				t.Errorf("status = %s, want %s", d.Status.JobDeploymentStatus, tt.want)
+			}
+			if diff := cmp.Diff(tt.actions, kinds(d.Actions)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			if want := "train-abcde-head-svc.ns.svc.cluster.local:8265"; d.Status.DashboardURL != want {
+				t.Errorf("dashboardURL = %q, want %q", d.Status.DashboardURL, want)
+			}
+			if d.Status.RayClusterStatus.State != rayv1.Ready {
+				t.Errorf("rayClusterStatus not copied: %+v", d.Status.RayClusterStatus)
+			}
+		})
+	}
+	t.Run("a selected cluster that does not exist is waited for", func(t *testing.T) {
+		job := newJob(func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "shared"}
+		}, inState(rayv1.JobDeploymentStatusInitializing))
+		d := Next(Observed{Job: job, Now: t0})
+		if len(d.Actions) != 0 || d.RequeueAfter != PollInterval || len(d.Events) != 1 || d.Events[0].Reason != constants.EventRayClusterNotFound {
+			t.Errorf("actions=%v requeue=%s events=%v, want no creation, a poll and RayClusterNotFound", kinds(d.Actions), d.RequeueAfter, d.Events)
+		}
+	})
+}
+
+func TestWaitingForTheUsersJobID(t *testing.T) {
+	job := newJob(mode(rayv1.InteractiveMode), inState(rayv1.JobDeploymentStatusWaiting))
+	job.Status.JobId = ""
+	if d := Next(Observed{Job: job, Now: t0}); d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusWaiting {
+		t.Errorf("without spec.jobId: %s, want Waiting", d.Status.JobDeploymentStatus)
+	}
+	job.Spec.JobId = "users-job"
+	d := Next(Observed{Job: job, Now: t0})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || d.Status.JobId != "users-job" {
+		t.Errorf("with spec.jobId: %s %q, want Running users-job", d.Status.JobDeploymentStatus, d.Status.JobId)
+	}
+}
+
+func TestRunningHTTPMode(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+		j.Spec.RuntimeEnvYAML = "pip: [numpy]\nenv_vars: {A: b}\n"
+		j.Spec.Metadata = map[string]string{"owner": "a"}
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+
+	t.Run("not on the dashboard: submitted under the stored id", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfoErr: dashboard.ErrNotFound, Now: t0})
+		if diff := cmp.Diff([]ActionKind{SubmitJob}, kinds(d.Actions)); diff != "" {
+			t.Fatalf("actions (-want +got):\n%s", diff)
+		}
+		want := dashboard.SubmitRequest{Entrypoint: "python train.py", SubmissionID: "train-abcde",
+			RuntimeEnv: map[string]any{"pip": []any{"numpy"}, "env_vars": map[string]any{"A": "b"}}, Metadata: map[string]string{"owner": "a"}}
+		if diff := cmp.Diff(want, d.Actions[0].Request); diff != "" {
+			t.Errorf("request (-want +got):\n%s", diff)
+		}
+		if d.RequeueAfter != PollInterval || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+			t.Errorf("requeue %s status %s, want a poll while Running", d.RequeueAfter, d.Status.JobDeploymentStatus)
+		}
+	})
+	t.Run("running", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusRunning, Message: "on it", StartTime: uint64(t0.UnixMilli())}, Now: t0})
+		if len(d.Actions) != 0 || d.Status.JobStatus != rayv1.JobStatusRunning || d.Status.Message != "on it" ||
+			!d.Status.RayJobStatusInfo.StartTime.Time.Equal(t0) {
+			t.Errorf("got %+v actions %v", d.Status, kinds(d.Actions))
+		}
+	})
+	t.Run("succeeded", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusSucceeded, EndTime: uint64(t0.UnixMilli())}, Now: t0.Add(time.Minute)})
+		st := d.Status
+		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || ptr.Deref(st.Succeeded, 0) != 1 || st.Failed != nil ||
+			!st.EndTime.Time.Equal(t0.Add(time.Minute)) || d.RequeueAfter != 0 {
+			t.Errorf("got %s succeeded=%v failed=%v end=%v requeue=%s", st.JobDeploymentStatus, st.Succeeded, st.Failed, st.EndTime, d.RequeueAfter)
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusFailed, Message: "exit 1"}, Now: t0})
+		st := d.Status
+		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || st.Reason != rayv1.AppFailed || ptr.Deref(st.Failed, 0) != 1 || st.Message != "exit 1" {
+			t.Errorf("got %s %s failed=%v %q", st.JobDeploymentStatus, st.Reason, st.Failed, st.Message)
+		}
+	})
+	t.Run("stopped is complete", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusStopped}, Now: t0})
+		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || d.Status.Succeeded != nil {
+			t.Errorf("got %s succeeded=%v, want Complete, not counted as a success", d.Status.JobDeploymentStatus, d.Status.Succeeded)
+		}
+	})
+	t.Run("dashboard down is a message, not a failure", func(t *testing.T) {
+		d := Next(Observed{Job: job, Cluster: rc, JobInfoErr: errors.New("connection refused"), Now: t0})
+		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || !strings.Contains(d.Status.Message, "connection refused") ||
+			d.RequeueAfter != PollInterval || len(d.Actions) != 0 {
+			t.Errorf("got %s %q requeue=%s actions=%v", d.Status.JobDeploymentStatus, d.Status.Message, d.RequeueAfter, kinds(d.Actions))
+		}
+	})
+	t.Run("cluster deleted under the job", func(t *testing.T) {
+		d := Next(Observed{Job: job, Now: t0})
+		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || d.Status.Reason != rayv1.AppFailed || len(d.Actions) != 0 {
+			t.Errorf("got %s %s actions=%v, want Failed AppFailed without a new cluster", d.Status.JobDeploymentStatus, d.Status.Reason, kinds(d.Actions))
+		}
+	})
+}
+
+func TestRunningK8sJobMode(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusRunning))
+	rc := ownedCluster(job, rayv1.Ready)
+	succeeded := &dashboard.JobInfo{Status: rayv1.JobStatusSucceeded}
+	tests := []struct {
+		name       string
+		sub        *batchv1.Job
+		info       *dashboard.JobInfo
+		infoErr    error
+		now        time.Time
+		want       rayv1.JobDeploymentStatus
+		wantReason rayv1.JobFailedReason
+		wantMsg    string
+		actions    []ActionKind
+	}{
+		{name: "job ended, submitter still following logs", sub: submitterJob(job, "", t0), info: succeeded, now: t0,
+			want: rayv1.JobDeploymentStatusRunning},
+		{name: "job ended and submitter finished", sub: submitterJob(job, batchv1.JobComplete, t0), info: succeeded, now: t0,
+			want: rayv1.JobDeploymentStatusComplete},
+		{name: "submitter failed before the job was known", sub: submitterJob(job, batchv1.JobFailed, t0), infoErr: dashboard.ErrNotFound, now: t0,
+			want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.SubmissionFailed,
+			wantMsg: "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the specified backoff limit"},
+		{name: "submitter finished but the dashboard never heard of the job", sub: submitterJob(job, batchv1.JobComplete, t0), infoErr: dashboard.ErrNotFound,
+			now: t0.Add(time.Second), want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed, wantMsg: msgSubmitterNoRayJob},
+		{name: "submitter finished 30s ago, job still running", sub: submitterJob(job, batchv1.JobComplete, t0),
+			info: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, now: t0.Add(SubmitterFinishedTimeout),
+			want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.JobDeploymentStatusTransitionGracePeriodExceeded},
+		{name: "submitter deleted by someone: created again", info: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, now: t0,
+			want: rayv1.JobDeploymentStatusRunning, actions: []ActionKind{CreateSubmitter}},
+		{name: "not submitted yet: the submitter does it", sub: submitterJob(job, "", t0), infoErr: dashboard.ErrNotFound, now: t0,
+			want: rayv1.JobDeploymentStatusRunning},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Next(Observed{Job: job, Cluster: rc, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
+			if d.Status.JobDeploymentStatus != tt.want || d.Status.Reason != tt.wantReason || (tt.wantMsg != "" && d.Status.Message != tt.wantMsg) {
+				t.Errorf("got %s %s %q, want %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message, tt.want, tt.wantReason, tt.wantMsg)
+			}
+			if diff := cmp.Diff(tt.actions, kinds(d.Actions)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+		j.Spec.ActiveDeadlineSeconds = ptr.To[int32](60)
+		j.Spec.BackoffLimit = ptr.To[int32](3)
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	running := &dashboard.JobInfo{Status: rayv1.JobStatusRunning}
+	d := Next(Observed{Job: job, Cluster: rc, Submitter: submitterJob(job, "", t0), JobInfo: running, Now: t0.Add(59 * time.Second)})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || d.RequeueAfter != time.Second {
+		t.Errorf("before the deadline: %s requeue=%s, want Running and a wake-up at the deadline", d.Status.JobDeploymentStatus, d.RequeueAfter)
+	}
+	d = Next(Observed{Job: job, Cluster: rc, Submitter: submitterJob(job, "", t0), JobInfo: running, Now: t0.Add(60 * time.Second)})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || d.Status.Reason != rayv1.DeadlineExceeded || ptr.Deref(d.Status.Failed, 0) != 1 {
+		t.Errorf("at the deadline: %s %s failed=%v, want Failed DeadlineExceeded without a retry", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Failed)
+	}
+}
+
+func TestBackoffRetriesOnANewCluster(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) })
+	rc := ownedCluster(job, rayv1.Ready)
+	failed := &dashboard.JobInfo{Status: rayv1.JobStatusFailed, Message: "boom"}
+
+	d := Next(Observed{Job: job, Cluster: rc, JobInfo: failed, Now: t0})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRetrying || ptr.Deref(d.Status.Failed, 0) != 1 || d.Status.EndTime != nil {
+		t.Fatalf("first failure: %s failed=%v end=%v, want Retrying, 1, no end", d.Status.JobDeploymentStatus, d.Status.Failed, d.Status.EndTime)
+	}
+	job.Status = d.Status
+	d = Next(Observed{Job: job, Cluster: rc, Now: t0})
+	if diff := cmp.Diff([]ActionKind{DeleteCluster}, kinds(d.Actions)); diff != "" || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRetrying {
+		t.Fatalf("retrying with the cluster present: %s, actions (-want +got):\n%s", d.Status.JobDeploymentStatus, diff)
+	}
+	deleting := rc.DeepCopy()
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+	if d := Next(Observed{Job: job, Cluster: deleting, Now: t0}); len(d.Actions) != 0 || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRetrying {
+		t.Fatalf("cluster being deleted: %s actions %v, want to wait", d.Status.JobDeploymentStatus, kinds(d.Actions))
+	}
+	d = Next(Observed{Job: job, Now: t0})
+	st := d.Status
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusNew || st.RayClusterName != "" || st.JobId != "" || st.JobStatus != "" || ptr.Deref(st.Failed, 0) != 1 {
+		t.Fatalf("cluster gone: %+v, want New with the attempt cleared and failed kept", st)
+	}
+	job.Status = st
+	d = Next(Observed{Job: job, Now: t0.Add(time.Minute), Suffix: "second"})
+	if d.Status.RayClusterName != "train-second" || d.Status.JobId != "train-second" {
+		t.Fatalf("second attempt named %q/%q, want fresh names", d.Status.RayClusterName, d.Status.JobId)
+	}
+	job.Status = d.Status
+	job.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
+	d = Next(Observed{Job: job, Cluster: ownedCluster(job, rayv1.Ready), JobInfo: failed, Now: t0.Add(2 * time.Minute)})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || ptr.Deref(d.Status.Failed, 0) != 2 || d.Status.EndTime == nil {
+		t.Errorf("second failure: %s failed=%v, want Failed (backoffLimit 1 allows two attempts)", d.Status.JobDeploymentStatus, d.Status.Failed)
+	}
+}
+
+func TestSuspendTearsDownAndResumes(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+		j.Spec.Suspend = true
+		j.Spec.ShutdownAfterJobFinishes = true
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	sub := submitterJob(job, "", t0)
+	d := Next(Observed{Job: job, Cluster: rc, Submitter: sub, Now: t0})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusSuspending {
+		t.Fatalf("suspend while Running: %s", d.Status.JobDeploymentStatus)
+	}
+	job.Status = d.Status
+	d = Next(Observed{Job: job, Cluster: rc, Submitter: sub, Now: t0})
+	if diff := cmp.Diff([]ActionKind{DeleteCluster, DeleteSubmitter}, kinds(d.Actions)); diff != "" {
+		t.Fatalf("actions (-want +got):\n%s", diff)
+	}
+	d = Next(Observed{Job: job, Now: t0})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusSuspended || d.Status.RayClusterName != "" {
+		t.Fatalf("all gone: %s %q", d.Status.JobDeploymentStatus, d.Status.RayClusterName)
+	}
+}
+
+func TestSelectedClusterIsNeverDeleted(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRetrying), func(j *rayv1.RayJob) {
+		j.Spec.RayClusterSpec = nil
+		j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "train-abcde"}
+		j.Spec.BackoffLimit = ptr.To[int32](2)
+	})
+	users := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "train-abcde", Namespace: "ns", UID: "users"}}
+	d := Next(Observed{Job: job, Cluster: users, Now: t0})
+	if len(d.Actions) != 0 || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusNew {
+		t.Errorf("retry on a selected cluster: %s actions %v, want New and no deletion", d.Status.JobDeploymentStatus, kinds(d.Actions))
+	}
+	job.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
+	job.Status.EndTime = ptr.To(metav1.NewTime(t0))
+	job.Spec.ShutdownAfterJobFinishes = true
+	if d := Next(Observed{Job: job, Cluster: users, Now: t0.Add(time.Hour)}); len(d.Actions) != 0 {
+		t.Errorf("shutdown on a selected cluster: actions %v, want none", kinds(d.Actions))
+	}
+}
+
+func TestShutdownAfterTTL(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusComplete), func(j *rayv1.RayJob) {
+		j.Spec.ShutdownAfterJobFinishes = true
+		j.Spec.TTLSecondsAfterFinished = 10
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(4 * time.Second)}); len(d.Actions) != 0 || d.RequeueAfter != 6*time.Second {
+		t.Errorf("before the TTL: actions %v requeue %s, want none and a wake-up in 6s", kinds(d.Actions), d.RequeueAfter)
+	}
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(10 * time.Second)}); !cmp.Equal([]ActionKind{DeleteCluster}, kinds(d.Actions)) {
+		t.Errorf("at the TTL: actions %v, want DeleteCluster", kinds(d.Actions))
+	}
+	job.Spec.ShutdownAfterJobFinishes = false
+	job.Spec.TTLSecondsAfterFinished = 0
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(time.Hour)}); len(d.Actions) != 0 {
+		t.Errorf("without shutdown: actions %v, want the cluster kept", kinds(d.Actions))
+	}
+}
+
+func TestValidationFailsOnceWithAnEvent(t *testing.T) {
+	job := newJob(func(j *rayv1.RayJob) { j.Spec.Suspend = true })
+	d := Next(Observed{Job: job, Now: t0})
+	want := "The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || d.Status.Reason != rayv1.ValidationFailed || d.Status.Message != want {
+		t.Errorf("got %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message)
+	}
+	if len(d.Events) != 1 || d.Events[0].Reason != constants.EventInvalidRayJobSpec || d.Events[0].Type != corev1.EventTypeWarning {
+		t.Errorf("events = %v, want one InvalidRayJobSpec warning", d.Events)
+	}
+	job.Status = d.Status
+	if d := Next(Observed{Job: job, Now: t0}); len(d.Events) != 0 || len(d.Actions) != 0 {
+		t.Errorf("again: events %v actions %v, want none", d.Events, kinds(d.Actions))
+	}
+}

@@ -1,0 +1,279 @@
+// Package rayjob is the RayJob controller: it creates (or selects) the RayCluster a Ray job runs on, submits
+// the job through a submitter Job or the Ray dashboard's Job REST API, follows it to its end, and cleans up.
+// Its state machine (Next) is a pure function; the Reconciler reads, acts and writes the status once.
+package rayjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/spec"
+)
+
+// Writer is every kind of write the RayJob controller makes to the API server, so a test can record each
+// write and make any of them fail.
+type Writer interface {
+	Create(ctx context.Context, obj ctrl.Object, opts ...ctrl.CreateOption) error
+	Update(ctx context.Context, obj ctrl.Object, opts ...ctrl.UpdateOption) error
+	Delete(ctx context.Context, obj ctrl.Object, opts ...ctrl.DeleteOption) error
+	// UpdateStatus writes obj's status subresource.
+	UpdateStatus(ctx context.Context, obj ctrl.Object) error
+}
+
+// Reconciler reconciles RayJobs.
+type Reconciler struct {
+	// Cache reads RayJobs, RayClusters and submitter Jobs from the informer cache.
+	Cache ctrl.Reader
+	// APIReader reads the auth token Secret from the API server; kray caches no Secrets.
+	APIReader ctrl.Reader
+	Writer    Writer
+	Recorder  record.EventRecorder
+	// Dashboards opens a cluster's dashboard Job API.
+	Dashboards dashboard.Dialer
+	// DashboardAddress, when set (http://host:port), replaces every cluster's dashboard address for the
+	// operator's own calls, for an operator outside the cluster network.
+	DashboardAddress string
+	Options          builder.Options
+	// Now and Suffix default to the wall clock and a 5-character random string.
+	Now    func() time.Time
+	Suffix func() string
+}
+
+// Reconcile moves one RayJob a step through its lifecycle.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	job := &rayv1.RayJob{}
+	if err := r.Cache.Get(ctx, req.NamespacedName, job); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if m := job.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
+		return reconcile.Result{}, nil
+	}
+	if job.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, job)
+	}
+	if job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusNew && !controllerutil.ContainsFinalizer(job, constants.FinalizerRayJob) {
+		// Added before anything exists that the finalizer must stop; the write wakes the next reconcile.
+		job = job.DeepCopy()
+		controllerutil.AddFinalizer(job, constants.FinalizerRayJob)
+		return reconcile.Result{}, ctrl.IgnoreNotFound(r.Writer.Update(ctx, job))
+	}
+	o, err := r.observe(ctx, job)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d := Next(o)
+	events, actErr := r.act(ctx, job, d)
+	res := reconcile.Result{RequeueAfter: d.RequeueAfter}
+	if !equality.Semantic.DeepEqual(job.Status, d.Status) {
+		updated := job.DeepCopy()
+		updated.Status = d.Status
+		switch err := r.Writer.UpdateStatus(ctx, updated); {
+		case apierrors.IsConflict(err):
+			res = reconcile.Result{RequeueAfter: time.Second} // a newer RayJob is on its way to the cache
+		case err != nil:
+			actErr = errors.Join(actErr, fmt.Errorf("write the RayJob status: %w", err))
+		default:
+			events = append(d.Events, events...)
+		}
+	} else {
+		events = append(d.Events, events...)
+	}
+	for _, e := range events {
+		r.Recorder.Event(job, e.Type, e.Reason, e.Message)
+	}
+	if actErr != nil {
+		return reconcile.Result{}, actErr
+	}
+	return res, nil
+}
+
+// observe reads what Next decides from: the cluster, the submitter and, while the job runs, the dashboard.
+func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (Observed, error) {
+	o := Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options}
+	if name := job.Status.RayClusterName; name != "" {
+		rc := &rayv1.RayCluster{}
+		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: name}, rc); {
+		case err == nil:
+			o.Cluster = rc
+		case !apierrors.IsNotFound(err):
+			return o, fmt.Errorf("read RayCluster %s: %w", name, err)
+		}
+	}
+	sub := &batchv1.Job{}
+	switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Name}, sub); {
+	case err == nil:
+		if ref := metav1.GetControllerOf(sub); ref != nil && ref.UID == job.UID {
+			o.Submitter = sub
+		}
+	case !apierrors.IsNotFound(err):
+		return o, fmt.Errorf("read the submitter Job: %w", err)
+	}
+	if NeedsJobInfo(job) && o.Cluster != nil {
+		api, err := r.jobAPI(ctx, job, o.Cluster)
+		if err != nil {
+			o.JobInfoErr = err
+			return o, nil
+		}
+		o.JobInfo, o.JobInfoErr = api.GetJob(ctx, job.Status.JobId)
+	}
+	return o, nil
+}
+
+// jobAPI opens the dashboard of rc with the token its auth asks for.
+func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.RayCluster) (dashboard.JobAPI, error) {
+	base := r.DashboardAddress
+	if base == "" {
+		if job.Status.DashboardURL == "" {
+			return nil, errors.New("the RayJob has no dashboard address yet")
+		}
+		base = "http://" + job.Status.DashboardURL
+	}
+	token := ""
+	if spec.AuthEnabled(rc) {
+		if spec.K8sTokenAuth(rc) {
+			return nil, errors.New("the cluster uses Kubernetes token auth (enableK8sTokenAuth), which kray's dashboard client does not support")
+		}
+		secret := &corev1.Secret{}
+		key := ctrl.ObjectKey{Namespace: rc.Namespace, Name: names.AuthSecretFor(rc)}
+		if err := r.APIReader.Get(ctx, key, secret); err != nil {
+			return nil, fmt.Errorf("read the Ray auth token from Secret %s: %w", key, err)
+		}
+		token = string(secret.Data[builder.AuthTokenKey])
+	}
+	return r.Dashboards.Jobs(base, token), nil
+}
+
+// act performs the decision's actions and returns the events they earned; it goes on after a failed action
+// and returns every error.
+func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]Event, error) {
+	var events []Event
+	var errs []error
+	warn := func(reason, format string, args ...any) {
+		events = append(events, Event{corev1.EventTypeWarning, reason, fmt.Sprintf(format, args...)})
+	}
+	normal := func(reason, format string, args ...any) {
+		events = append(events, Event{corev1.EventTypeNormal, reason, fmt.Sprintf(format, args...)})
+	}
+	for _, a := range d.Actions {
+		switch a.Kind {
+		case CreateCluster:
+			switch err := r.Writer.Create(ctx, a.Cluster); {
+			case err == nil:
+				normal(constants.EventCreatedRayCluster, "Created RayCluster %s/%s", a.Cluster.Namespace, a.Cluster.Name)
+			case !apierrors.IsAlreadyExists(err):
+				warn(constants.EventFailedToCreateRayCluster, "Failed to create RayCluster %s/%s: %v", a.Cluster.Namespace, a.Cluster.Name, err)
+				errs = append(errs, fmt.Errorf("create RayCluster %s: %w", a.Cluster.Name, err))
+			}
+		case CreateSubmitter:
+			switch err := r.Writer.Create(ctx, a.Submitter); {
+			case err == nil:
+				normal(constants.EventCreatedRayJobSubmitter, "Created Kubernetes Job %s/%s", a.Submitter.Namespace, a.Submitter.Name)
+			case !apierrors.IsAlreadyExists(err):
+				warn(constants.EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s/%s: %v", a.Submitter.Namespace, a.Submitter.Name, err)
+				errs = append(errs, fmt.Errorf("create the submitter Job: %w", err))
+			}
+		case DeleteCluster:
+			err := r.Writer.Delete(ctx, a.Cluster, ctrl.Preconditions{UID: &a.Cluster.UID})
+			switch {
+			case err == nil:
+				normal(constants.EventDeletedRayCluster, "Deleted cluster %s/%s", a.Cluster.Namespace, a.Cluster.Name)
+			case !apierrors.IsNotFound(err):
+				warn(constants.EventFailedToDeleteRayCluster, "Failed to delete cluster %s/%s: %v", a.Cluster.Namespace, a.Cluster.Name, err)
+				errs = append(errs, fmt.Errorf("delete RayCluster %s: %w", a.Cluster.Name, err))
+			}
+		case DeleteSubmitter:
+			err := r.Writer.Delete(ctx, a.Submitter, ctrl.Preconditions{UID: &a.Submitter.UID}, ctrl.PropagationPolicy(metav1.DeletePropagationBackground))
+			switch {
+			case err == nil:
+				normal(constants.EventDeletedRayJobSubmitter, "Deleted submitter K8s Job %s/%s", a.Submitter.Namespace, a.Submitter.Name)
+			case !apierrors.IsNotFound(err):
+				warn(constants.EventFailedToDeleteRayJobSubmitter, "Failed to delete submitter K8s Job %s/%s: %v", a.Submitter.Namespace, a.Submitter.Name, err)
+				errs = append(errs, fmt.Errorf("delete the submitter Job: %w", err))
+			}
+		case SubmitJob:
+			if err := r.submit(ctx, job, a.Request); err != nil {
+				warn(constants.EventFailedToSubmitRayJob, "Failed to submit Ray job %s to RayCluster %s/%s: %v", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName, err)
+				errs = append(errs, err)
+			} else {
+				normal(constants.EventSubmittedRayJob, "Submitted Ray job %s to RayCluster %s/%s", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName)
+			}
+		}
+	}
+	return events, errors.Join(errs...)
+}
+
+// submit posts req to the job's cluster; a submission id the dashboard already holds was submitted before
+// (by this operator before a restart, or by another instance) and is success.
+func (r *Reconciler) submit(ctx context.Context, job *rayv1.RayJob, req dashboard.SubmitRequest) error {
+	rc := &rayv1.RayCluster{}
+	if err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Status.RayClusterName}, rc); err != nil {
+		return fmt.Errorf("read RayCluster %s: %w", job.Status.RayClusterName, err)
+	}
+	api, err := r.jobAPI(ctx, job, rc)
+	if err != nil {
+		return err
+	}
+	if err := api.Submit(ctx, req); err != nil && !errors.Is(err, dashboard.ErrAlreadySubmitted) {
+		return err
+	}
+	return nil
+}
+
+// finalize asks the dashboard to stop a Ray job that has not ended, then releases the RayJob; the garbage
+// collector deletes its cluster and submitter. A dashboard that cannot be reached does not hold the RayJob.
+func (r *Reconciler) finalize(ctx context.Context, job *rayv1.RayJob) error {
+	if !controllerutil.ContainsFinalizer(job, constants.FinalizerRayJob) {
+		return nil
+	}
+	if id := job.Status.JobId; id != "" && !rayv1.IsJobTerminal(job.Status.JobStatus) && job.Status.RayClusterName != "" {
+		rc := &rayv1.RayCluster{}
+		if err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Status.RayClusterName}, rc); err == nil {
+			api, err := r.jobAPI(ctx, job, rc)
+			if err == nil {
+				err = api.Stop(ctx, id)
+			}
+			switch {
+			case err == nil:
+				r.Recorder.Eventf(job, corev1.EventTypeNormal, constants.EventStoppedRayJob, "Stopped Ray job %s on RayCluster %s/%s", id, rc.Namespace, rc.Name)
+			case !errors.Is(err, dashboard.ErrNotFound):
+				r.Recorder.Eventf(job, corev1.EventTypeWarning, constants.EventFailedToStopRayJob, "Failed to stop Ray job %s on RayCluster %s/%s: %v", id, rc.Namespace, rc.Name, err)
+			}
+		}
+	}
+	job = job.DeepCopy()
+	controllerutil.RemoveFinalizer(job, constants.FinalizerRayJob)
+	return ctrl.IgnoreNotFound(r.Writer.Update(ctx, job))
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) suffix() string {
+	if r.Suffix != nil {
+		return r.Suffix()
+	}
+	return strings.ToLower(utilrand.String(5))
+}

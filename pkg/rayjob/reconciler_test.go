@@ -1,0 +1,337 @@
+package rayjob
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/writetest"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// fakeDashboard is an in-memory Job API: submissions are recorded and refused when their id is taken, as
+// Ray's dashboard does.
+type fakeDashboard struct {
+	mu        sync.Mutex
+	jobs      map[string]*dashboard.JobInfo
+	accepted  int
+	refused   int
+	stopped   []string
+	lastToken string
+}
+
+func newFakeDashboard() *fakeDashboard { return &fakeDashboard{jobs: map[string]*dashboard.JobInfo{}} }
+
+func (f *fakeDashboard) Jobs(_, token string) dashboard.JobAPI {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastToken = token
+	return f
+}
+
+func (f *fakeDashboard) GetJob(_ context.Context, id string) (*dashboard.JobInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return nil, dashboard.ErrNotFound
+	}
+	c := *j
+	return &c, nil
+}
+
+func (f *fakeDashboard) Submit(_ context.Context, req dashboard.SubmitRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.jobs[req.SubmissionID]; ok {
+		f.refused++
+		return dashboard.ErrAlreadySubmitted
+	}
+	f.accepted++
+	f.jobs[req.SubmissionID] = &dashboard.JobInfo{SubmissionID: req.SubmissionID, Status: rayv1.JobStatusPending}
+	return nil
+}
+
+func (f *fakeDashboard) Stop(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return dashboard.ErrNotFound
+	}
+	f.stopped = append(f.stopped, id)
+	j.Status = rayv1.JobStatusStopped
+	return nil
+}
+
+// set moves a submitted job to status.
+func (f *fakeDashboard) set(id string, status rayv1.JobStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobs[id].Status = status
+}
+
+// env is a reconciler against a fake API server that assigns UIDs, with the recording writer.
+type env struct {
+	t      *testing.T
+	api    client.Client
+	writer *writetest.Writer
+	dash   *fakeDashboard
+	rec    *record.FakeRecorder
+	now    time.Time
+	n      int
+}
+
+func newEnv(t *testing.T, objs ...client.Object) *env {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := rayv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	uids := 0
+	api := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&rayv1.RayJob{}, &rayv1.RayCluster{}, &batchv1.Job{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			uids++
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids)))
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	return &env{t: t, api: api, writer: writetest.New(api), dash: newFakeDashboard(), rec: record.NewFakeRecorder(100), now: t0}
+}
+
+// reconciler is a fresh Reconciler, as after an operator restart; each names attempts with its own suffixes.
+func (e *env) reconciler() *Reconciler {
+	e.n++
+	instance := e.n
+	calls := 0
+	return &Reconciler{Cache: e.api, APIReader: e.api, Writer: e.writer, Recorder: e.rec, Dashboards: e.dash,
+		Now: func() time.Time { return e.now },
+		Suffix: func() string {
+			calls++
+			return fmt.Sprintf("r%dc%d", instance, calls)
+		}}
+}
+
+func (e *env) reconcile(r *Reconciler, name string) reconcile.Result {
+	e.t.Helper()
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+	if err != nil && !apierrors.IsConflict(err) {
+		e.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func (e *env) job(name string) *rayv1.RayJob {
+	e.t.Helper()
+	job := &rayv1.RayJob{}
+	if err := e.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, job); err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
+// playRayCluster marks every RayCluster ready, as kray's RayCluster controller would once its pods run.
+func (e *env) playRayCluster() {
+	e.t.Helper()
+	var list rayv1.RayClusterList
+	if err := e.api.List(context.Background(), &list); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range list.Items {
+		rc := &list.Items[i]
+		if rc.Status.State != rayv1.Ready && rc.DeletionTimestamp == nil {
+			rc.Status.State = rayv1.Ready
+			if err := e.api.Status().Update(context.Background(), rc); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// count is how many writes of verb on kind were recorded.
+func (e *env) count(verb, kind string) int {
+	n := 0
+	for _, w := range e.writer.Writes() {
+		if w.Verb == verb && w.Kind == kind && !w.DryRun {
+			n++
+		}
+	}
+	return n
+}
+
+func TestHTTPModeOneClusterAndOneSubmissionAcrossRestartsAndConflicts(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode))
+	job.Finalizers = nil
+	job.UID = ""
+	e := newEnv(t, job)
+	// Every step runs with a new operator instance, and every status write fails once with a conflict
+	// first: the retried reconcile must reuse the names already stored, not make new ones.
+	step := func() {
+		e.writer.ClearFaults()
+		e.writer.FailOnce(writetest.Status, "RayJob", "train", apierrors.NewConflict(schema.GroupResource{Resource: "rayjobs"}, "train", nil))
+		e.reconcile(e.reconciler(), "train")
+		e.reconcile(e.reconciler(), "train")
+		e.playRayCluster()
+	}
+	for i := 0; i < 8 && e.job("train").Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning; i++ {
+		step()
+	}
+	got := e.job("train")
+	if got.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("not Running after 8 steps: %+v", got.Status)
+	}
+	for i := 0; i < 3; i++ {
+		step()
+	}
+	e.dash.set(got.Status.JobId, rayv1.JobStatusRunning)
+	step()
+	if s := e.job("train").Status; s.JobStatus != rayv1.JobStatusRunning {
+		t.Fatalf("jobStatus = %s, want RUNNING", s.JobStatus)
+	}
+	e.dash.set(got.Status.JobId, rayv1.JobStatusSucceeded)
+	step()
+	final := e.job("train").Status
+	if final.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || ptr.Deref(final.Succeeded, 0) != 1 || final.EndTime == nil {
+		t.Fatalf("final status %+v, want Complete with one success", final)
+	}
+	if n := e.count(writetest.Create, "RayCluster"); n != 1 {
+		t.Errorf("RayCluster creates = %d, want 1", n)
+	}
+	if e.dash.accepted != 1 {
+		t.Errorf("submissions accepted = %d, want 1", e.dash.accepted)
+	}
+	var clusters rayv1.RayClusterList
+	if err := e.api.List(context.Background(), &clusters); err != nil || len(clusters.Items) != 1 || clusters.Items[0].Name != final.RayClusterName {
+		t.Errorf("RayClusters = %d (%v), want only %s", len(clusters.Items), err, final.RayClusterName)
+	}
+}
+
+func TestK8sJobModeCreatesOneSubmitter(t *testing.T) {
+	job := newJob()
+	job.Finalizers = nil
+	job.UID = ""
+	e := newEnv(t, job)
+	for i := 0; i < 6; i++ {
+		e.reconcile(e.reconciler(), "train")
+		e.playRayCluster()
+	}
+	st := e.job("train").Status
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("status %s, want Running", st.JobDeploymentStatus)
+	}
+	sub := &batchv1.Job{}
+	if err := e.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "train"}, sub); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, v := range sub.Spec.Template.Spec.Containers[0].Env {
+		env[v.Name] = v.Value
+	}
+	if env[constants.EnvRayJobSubmissionID] != st.JobId || env[constants.EnvRayDashboardAddress] != st.DashboardURL {
+		t.Errorf("submitter env %v, want the job id %s and dashboard %s", env, st.JobId, st.DashboardURL)
+	}
+	if sub.Labels[constants.LabelCluster] != st.RayClusterName || sub.Spec.Template.Labels[constants.LabelCluster] != "" {
+		t.Errorf("ray.io/cluster on the Job = %q, on its pods = %q; want the cluster on the Job only",
+			sub.Labels[constants.LabelCluster], sub.Spec.Template.Labels[constants.LabelCluster])
+	}
+	// The submitter runs: it submits, the job succeeds, the submitter's Job completes.
+	if err := e.dash.Submit(context.Background(), dashboard.SubmitRequest{SubmissionID: st.JobId}); err != nil {
+		t.Fatal(err)
+	}
+	e.dash.set(st.JobId, rayv1.JobStatusSucceeded)
+	e.reconcile(e.reconciler(), "train")
+	if s := e.job("train").Status.JobDeploymentStatus; s != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("before the submitter finished: %s, want Running", s)
+	}
+	sub.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(e.now)}}
+	if err := e.api.Status().Update(context.Background(), sub); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(e.reconciler(), "train")
+	if s := e.job("train").Status.JobDeploymentStatus; s != rayv1.JobDeploymentStatusComplete {
+		t.Fatalf("after: %s, want Complete", s)
+	}
+	if n := e.count(writetest.Create, "Job"); n != 1 {
+		t.Errorf("submitter creates = %d, want 1", n)
+	}
+	if e.dash.accepted != 1 {
+		t.Errorf("submissions = %d, want 1", e.dash.accepted)
+	}
+}
+
+func TestDeletingARunningRayJobStopsTheRayJob(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode))
+	job.Finalizers = nil
+	job.UID = ""
+	e := newEnv(t, job)
+	for i := 0; i < 6; i++ {
+		e.reconcile(e.reconciler(), "train")
+		e.playRayCluster()
+	}
+	id := e.job("train").Status.JobId
+	if e.dash.accepted != 1 {
+		t.Fatalf("not submitted: %+v", e.job("train").Status)
+	}
+	if err := e.api.Delete(context.Background(), e.job("train")); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(e.reconciler(), "train")
+	if len(e.dash.stopped) != 1 || e.dash.stopped[0] != id {
+		t.Errorf("stopped %v, want [%s]", e.dash.stopped, id)
+	}
+	err := e.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "train"}, &rayv1.RayJob{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the RayJob is still held: %v", err)
+	}
+}
+
+func TestTokenAuthClusterGetsTheTokenOnDashboardCalls(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) {
+		j.Spec.RayClusterSpec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+		j.Spec.RayClusterSpec.RayVersion = "2.52.0"
+	})
+	job.Finalizers = nil
+	job.UID = ""
+	e := newEnv(t, job)
+	for i := 0; i < 3; i++ {
+		e.reconcile(e.reconciler(), "train")
+		e.playRayCluster()
+	}
+	name := e.job("train").Status.RayClusterName
+	if name == "" {
+		t.Fatalf("no cluster named: %+v", e.job("train").Status)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: names.AuthSecret(name), Namespace: "ns"}, Data: map[string][]byte{"auth_token": []byte("s3cret")}}
+	if err := e.api.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		e.reconcile(e.reconciler(), "train")
+	}
+	if e.dash.accepted != 1 || e.dash.lastToken != "s3cret" {
+		t.Errorf("accepted %d with token %q, want one submission carrying the cluster's token", e.dash.accepted, e.dash.lastToken)
+	}
+}

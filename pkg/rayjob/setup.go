@@ -1,0 +1,37 @@
+package rayjob
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs/status,verbs=get;update
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+//
+// Why each verb: RayJobs are read, updated only to add and remove the ray.io/rayjob-finalizer (never the
+// spec), and their status written; rayjobs/finalizers lets the objects created for a RayJob carry a
+// blocking owner reference to it. RayClusters are created for a RayJob and deleted when it retries, is
+// suspended or shuts down (only those it owns, by UID precondition). Submitter Jobs are created and deleted
+// likewise. A cluster's token auth Secret is read by name, only for the dashboard calls of a cluster with
+// token auth.
+
+// SetupWithManager registers the RayJob controller: every RayJob change, its own status writes included (the
+// watch event of a status write is what brings the next step, with the object that holds the new status),
+// and the RayClusters and submitter Jobs it owns (a cluster's status moves the job from Initializing on).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rayjob").
+		For(&rayv1.RayJob{}).
+		Owns(&rayv1.RayCluster{}).
+		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
