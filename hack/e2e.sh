@@ -14,7 +14,9 @@ export KUBECONFIG="${LOCAL}/kubeconfig"
 # The suite serves a fake Ray GCS at this address (test/e2e/fakegcs_test.go); the operator drains workers
 # through it. Exported so that tests restarting the operator keep the flag.
 export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
-export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS}"
+# Likewise a fake Ray dashboard (test/e2e/fakedashboard_test.go), whose Job API the RayJob controller calls.
+export KRAY_E2E_DASHBOARD_ADDRESS="${KRAY_E2E_DASHBOARD_ADDRESS:-127.0.0.1:28265}"
+export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}"
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT

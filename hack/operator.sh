@@ -36,6 +36,7 @@ prepare() {
   kubectl create namespace kray-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -k "${ROOT}/config/rbac" >/dev/null
   kubectl apply --server-side --force-conflicts -f "${ROOT}/config/crd/bases" >/dev/null
+  kubectl wait --for condition=established --timeout=60s -f "${ROOT}/config/crd/bases" >/dev/null
   "${ROOT}/hack/cluster.sh" kubeconfig-for-sa kray-system kray-operator "${SA_KUBECONFIG}" >/dev/null
 }
 

@@ -14,6 +14,7 @@ NAMESPACE="${KRAY_SAMPLE_NAMESPACE:-default}"
 "${ROOT}/hack/cluster.sh" up
 "${ROOT}/hack/operator.sh" stop # an operator left by `make e2e` would fight this one
 kubectl apply --server-side --force-conflicts -f "${ROOT}/config/crd/bases" >/dev/null
+kubectl wait --for condition=established --timeout=60s -f "${ROOT}/config/crd/bases" >/dev/null
 kubectl apply -n "${NAMESPACE}" -f "${SAMPLE}"
 name="$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "${SAMPLE}")"
 

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
@@ -233,13 +234,13 @@ func TestAutoscalerRoleIsLeastPrivilege(t *testing.T) {
 	g.Expect(uids(workerPods(g, rc, "small-group"))).To(HaveKeyWithValue(pod.Name, pod.UID))
 }
 
-// eventMessages returns the messages of events about rc with the given reason.
-func eventMessages(g Gomega, rc *rayv1.RayCluster, reason string) []string {
-	list, err := clientset.CoreV1().Events(rc.Namespace).List(context.Background(), metav1.ListOptions{})
+// eventMessages returns the messages of events about obj with the given reason.
+func eventMessages(g Gomega, obj client.Object, reason string) []string {
+	list, err := clientset.CoreV1().Events(obj.GetNamespace()).List(context.Background(), metav1.ListOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	var out []string
 	for _, e := range list.Items {
-		if e.InvolvedObject.Name == rc.Name && e.Reason == reason {
+		if e.InvolvedObject.Name == obj.GetName() && e.Reason == reason {
 			out = append(out, e.Message)
 		}
 	}

@@ -93,6 +93,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start fake Ray GCS:", err)
 		return 1
 	}
+	if err := startFakeDashboard(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "start fake Ray dashboard:", err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -116,7 +120,7 @@ var nsSeq atomic.Int32
 // namespace creates a namespace for one test and deletes it when the test passes.
 func namespace(t *testing.T) string {
 	t.Helper()
-	base := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	base := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(t.Name()))
 	name := fmt.Sprintf("e2e-%d-%s", nsSeq.Add(1), base)
 	if len(name) > 50 {
 		name = name[:50]
