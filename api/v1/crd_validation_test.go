@@ -315,8 +315,7 @@ func asRayCluster(doc map[string]any) (map[string]any, bool) {
 // refusedRayJobSamples are the KubeRay samples that use a RayJob feature kray does not serve, with the
 // refusal its validation gives (reported in the RayJob's status and an event).
 var refusedRayJobSamples = map[string]error{
-	"ray-job.sidecar-mode.yaml":   validation.ErrSidecarMode,
-	"ray-job.deletion-rules.yaml": validation.ErrDeletionStrategy,
+	"ray-job.sidecar-mode.yaml": validation.ErrSidecarMode,
 }
 
 // TestKubeRayRayJobSamplesAreAccepted checks that kray's RayJob CRD admits every RayJob among KubeRay's
@@ -356,7 +355,8 @@ func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
 				if job.Name == "" {
 					job.Name = "from-generate-name" // the API server names it
 				}
-				err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job))
+				// With KubeRay's RayJobDeletionPolicy gate on, as its deletionStrategy sample needs.
+				err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job, validation.RayJobOptions{DeletionPolicy: true}))
 				if want, refused := refusedRayJobSamples[filepath.Base(file)]; refused {
 					if !errors.Is(err, want) {
 						t.Errorf("kray's validation: %v, want the documented refusal %v", err, want)

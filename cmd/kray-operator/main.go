@@ -180,6 +180,7 @@ func run(o options) error {
 		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
 		DashboardAddress: o.rayDashboard,
 		Options:          r.Options,
+		DeletionPolicy:   o.gates.Enabled(features.RayJobDeletionPolicy),
 	}
 	if err := jobs.SetupWithManager(mgr, o.concurrency); err != nil {
 		return fmt.Errorf("set up RayJob controller: %w", err)

@@ -231,6 +231,8 @@ const (
 	EventCreatedRayCluster             = "CreatedRayCluster"
 	EventFailedToCreateRayCluster      = "FailedToCreateRayCluster"
 	EventDeletedRayCluster             = "DeletedRayCluster"
+	EventUpdatedRayCluster             = "UpdatedRayCluster"
+	EventFailedToUpdateRayCluster      = "FailedToUpdateRayCluster"
 	EventFailedToDeleteRayCluster      = "FailedToDeleteRayCluster"
 	EventRayClusterNotFound            = "RayClusterNotFound"
 	EventCreatedRayJobSubmitter        = "CreatedRayJobSubmitter"
@@ -241,6 +243,4 @@ const (
 	EventFailedToSubmitRayJob          = "FailedToSubmitRayJob"
 	EventStoppedRayJob                 = "StoppedRayJob"
 	EventFailedToStopRayJob            = "FailedToStopRayJob"
-	EventRayJobDashboardUnreachable    = "DashboardUnreachable"
-	EventRayJobDeploymentStatusChanged = "JobDeploymentStatusChanged"
 )

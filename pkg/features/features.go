@@ -20,9 +20,15 @@ const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 // kept whole whatever the gate says.
 const RayMultiHostIndexing featuregate.Feature = "RayMultiHostIndexing"
 
+// RayJobDeletionPolicy lets a RayJob's deletionStrategy (onSuccess/onFailure, deletionRules) run (KubeRay's
+// gate of the same name, alpha and off by default in KubeRay v1.5.0, as here); with it off such a RayJob is
+// refused with KubeRay's message.
+const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
+
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	WorkerPodEventBatching: {Default: true, PreRelease: featuregate.Beta},
 	RayMultiHostIndexing:   {Default: false, PreRelease: featuregate.Alpha},
+	RayJobDeletionPolicy:   {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // New returns a feature gate with kray's features at their defaults.

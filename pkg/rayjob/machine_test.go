@@ -26,6 +26,7 @@ const jobUID = types.UID("job-uid")
 // newJob is a valid K8sJobMode RayJob named "train" with the fixture's cluster spec.
 func newJob(edits ...func(*rayv1.RayJob)) *rayv1.RayJob {
 	rc := fixture.Cluster("ns", "ignored")
+	rc.Spec.WorkerGroupSpecs = []rayv1.WorkerGroupSpec{fixture.Group("small", 1, 0, 5)}
 	job := &rayv1.RayJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: jobUID, Labels: map[string]string{"team": "a"},
 			Finalizers: []string{constants.FinalizerRayJob}},
@@ -439,5 +440,89 @@ func TestValidationFailsOnceWithAnEvent(t *testing.T) {
 	job.Status = d.Status
 	if d := Next(Observed{Job: job, Now: t0}); len(d.Events) != 0 || len(d.Actions) != 0 {
 		t.Errorf("again: events %v actions %v, want none", d.Events, kinds(d.Actions))
+	}
+}
+
+func deletionRule(p rayv1.DeletionPolicyType, status rayv1.JobStatus, ttl int32) rayv1.DeletionRule {
+	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: status, TTLSeconds: ttl}}
+}
+
+func TestDeletionRules(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusComplete), func(j *rayv1.RayJob) {
+		j.Status.JobStatus = rayv1.JobStatusSucceeded
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
+			deletionRule(rayv1.DeleteWorkers, rayv1.JobStatusSucceeded, 10),
+			deletionRule(rayv1.DeleteCluster, rayv1.JobStatusSucceeded, 20),
+			deletionRule(rayv1.DeleteSelf, rayv1.JobStatusSucceeded, 30),
+			deletionRule(rayv1.DeleteSelf, rayv1.JobStatusFailed, 0),
+		}}
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	suspended := rc.DeepCopy()
+	for i := range suspended.Spec.WorkerGroupSpecs {
+		suspended.Spec.WorkerGroupSpecs[i].Suspend = ptr.To(true)
+	}
+	tests := []struct {
+		name    string
+		cluster *rayv1.RayCluster
+		at      time.Duration
+		gate    bool
+		want    []ActionKind
+		requeue time.Duration
+	}{
+		{name: "gate off: nothing", cluster: rc, at: time.Hour, gate: false},
+		{name: "before the first rule", cluster: rc, at: 4 * time.Second, gate: true, requeue: 6 * time.Second},
+		{name: "workers due", cluster: rc, at: 10 * time.Second, gate: true, want: []ActionKind{SuspendWorkers}, requeue: 10 * time.Second},
+		{name: "workers done, cluster not yet", cluster: suspended, at: 15 * time.Second, gate: true, requeue: 5 * time.Second},
+		{name: "cluster due", cluster: suspended, at: 20 * time.Second, gate: true, want: []ActionKind{DeleteCluster}, requeue: 10 * time.Second},
+		{name: "operator was down: the most impactful overdue rule first", cluster: rc, at: time.Hour, gate: true, want: []ActionKind{DeleteRayJob}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Next(Observed{Job: job, Cluster: tt.cluster, Now: t0.Add(tt.at), DeletionPolicy: tt.gate})
+			if !tt.gate {
+				if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || len(d.Actions) != 0 {
+					t.Errorf("gate off: %s actions %v, want ValidationFailed and nothing deleted", d.Status.JobDeploymentStatus, kinds(d.Actions))
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, kinds(d.Actions)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			if d.RequeueAfter != tt.requeue {
+				t.Errorf("requeue %s, want %s", d.RequeueAfter, tt.requeue)
+			}
+		})
+	}
+	d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(10 * time.Second), DeletionPolicy: true})
+	for _, g := range d.Actions[0].Cluster.Spec.WorkerGroupSpecs {
+		if !ptr.Deref(g.Suspend, false) {
+			t.Errorf("group %s not suspended in the update", g.GroupName)
+		}
+	}
+	if rc.Spec.WorkerGroupSpecs[0].Suspend != nil {
+		t.Error("the observed cluster was changed in place")
+	}
+}
+
+func TestLegacyDeletionPolicy(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusFailed), func(j *rayv1.RayJob) {
+		j.Status.JobStatus = rayv1.JobStatusFailed
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+		onSuccess, onFailure := rayv1.DeleteNone, rayv1.DeleteCluster
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: &rayv1.DeletionPolicy{Policy: &onSuccess}, OnFailure: &rayv1.DeletionPolicy{Policy: &onFailure}}
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0, DeletionPolicy: true}); !cmp.Equal([]ActionKind{DeleteCluster}, kinds(d.Actions)) {
+		t.Errorf("failed job, onFailure DeleteCluster: %v", kinds(d.Actions))
+	}
+	job.Status.JobStatus = rayv1.JobStatusSucceeded
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0, DeletionPolicy: true}); len(d.Actions) != 0 {
+		t.Errorf("succeeded job, onSuccess DeleteNone: %v", kinds(d.Actions))
+	}
+	job.Status.JobStatus = rayv1.JobStatusRunning // failed by a deadline: neither policy applies, as in KubeRay
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0, DeletionPolicy: true}); len(d.Actions) != 0 {
+		t.Errorf("job failed while RUNNING: %v", kinds(d.Actions))
 	}
 }

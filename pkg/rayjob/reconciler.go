@@ -53,6 +53,8 @@ type Reconciler struct {
 	// operator's own calls, for an operator outside the cluster network.
 	DashboardAddress string
 	Options          builder.Options
+	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
+	DeletionPolicy bool
 	// Now and Suffix default to the wall clock and a 5-character random string.
 	Now    func() time.Time
 	Suffix func() string
@@ -108,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // observe reads what Next decides from: the cluster, the submitter and, while the job runs, the dashboard.
 func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (Observed, error) {
-	o := Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options}
+	o := Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy}
 	if name := job.Status.RayClusterName; name != "" {
 		rc := &rayv1.RayCluster{}
 		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: name}, rc); {
@@ -208,6 +210,18 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 			case !apierrors.IsNotFound(err):
 				warn(constants.EventFailedToDeleteRayJobSubmitter, "Failed to delete submitter K8s Job %s/%s: %v", a.Submitter.Namespace, a.Submitter.Name, err)
 				errs = append(errs, fmt.Errorf("delete the submitter Job: %w", err))
+			}
+		case SuspendWorkers:
+			switch err := r.Writer.Update(ctx, a.Cluster); {
+			case err == nil:
+				normal(constants.EventUpdatedRayCluster, "Set the `suspend` field to true for all worker groups in cluster %s/%s", a.Cluster.Namespace, a.Cluster.Name)
+			case !apierrors.IsNotFound(err):
+				warn(constants.EventFailedToUpdateRayCluster, "Failed to suspend worker groups in cluster %s/%s: %v", a.Cluster.Namespace, a.Cluster.Name, err)
+				errs = append(errs, fmt.Errorf("suspend the workers of RayCluster %s: %w", a.Cluster.Name, err))
+			}
+		case DeleteRayJob:
+			if err := r.Writer.Delete(ctx, job, ctrl.Preconditions{UID: &job.UID}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete the RayJob: %w", err))
 			}
 		case SubmitJob:
 			if err := r.submit(ctx, job, a.Request); err != nil {

@@ -8,18 +8,19 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
-// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;update;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs/status,verbs=get;update
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
 // Why each verb: RayJobs are read, updated only to add and remove the ray.io/rayjob-finalizer (never the
-// spec), and their status written; rayjobs/finalizers lets the objects created for a RayJob carry a
-// blocking owner reference to it. RayClusters are created for a RayJob and deleted when it retries, is
-// suspended or shuts down (only those it owns, by UID precondition). Submitter Jobs are created and deleted
+// spec), deleted only by a DeleteSelf deletion rule, and their status written; rayjobs/finalizers lets the
+// objects created for a RayJob carry a blocking owner reference to it. RayClusters are created for a RayJob
+// and deleted when it retries, is suspended or shuts down (only those it owns, by UID precondition), and
+// updated only by a DeleteWorkers deletion policy, which suspends the worker groups of a cluster it owns. Submitter Jobs are created and deleted
 // likewise. A cluster's token auth Secret is read by name, only for the dashboard calls of a cluster with
 // token auth.
 

@@ -15,13 +15,19 @@ import (
 // MaxRayJobNameLength leaves room for the "-xxxxx" suffix of the RayCluster a RayJob creates.
 const MaxRayJobNameLength = MaxClusterNameLength - 6
 
-// ErrSidecarMode and ErrDeletionStrategy refuse the RayJob features that kray does not serve yet.
-var (
-	ErrSidecarMode = errors.New("SidecarMode is not supported by kray: its head pod runs under a StatefulSet, " +
-		"which keeps restartPolicy Always, so a finished submitter container would submit again; use K8sJobMode or HTTPMode")
-	ErrDeletionStrategy = errors.New("deletionStrategy is not supported by kray yet (KubeRay serves it behind its alpha " +
-		"RayJobDeletionPolicy feature gate, off by default); use shutdownAfterJobFinishes and ttlSecondsAfterFinished")
-)
+// ErrSidecarMode refuses SidecarMode, which kray does not serve.
+var ErrSidecarMode = errors.New("SidecarMode is not supported by kray: its head pod runs under a StatefulSet, " +
+	"which keeps restartPolicy Always, so a finished submitter container would submit again; use K8sJobMode or HTTPMode")
+
+// ErrDeletionPolicyGate refuses a deletionStrategy while the RayJobDeletionPolicy feature gate is off, in
+// KubeRay's words.
+var ErrDeletionPolicyGate = errors.New("RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy")
+
+// RayJobOptions are the operator settings that change what a RayJob spec may hold.
+type RayJobOptions struct {
+	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
+	DeletionPolicy bool
+}
 
 // RayJobMetadata checks the RayJob's name; its error is reported with the InvalidRayJobMetadata reason.
 func RayJobMetadata(job *rayv1.RayJob) error {
@@ -36,7 +42,7 @@ func RayJobMetadata(job *rayv1.RayJob) error {
 
 // RayJobSpec checks the spec in KubeRay's order and wording, then what kray does not serve; its error is
 // reported with the InvalidRayJobSpec reason.
-func RayJobSpec(job *rayv1.RayJob) error {
+func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 	s := &job.Spec
 	if s.Suspend && !s.ShutdownAfterJobFinishes {
 		return errors.New("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended")
@@ -47,8 +53,8 @@ func RayJobSpec(job *rayv1.RayJob) error {
 	if !s.ShutdownAfterJobFinishes && s.TTLSecondsAfterFinished > 0 {
 		return errors.New("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished")
 	}
-	if s.DeletionStrategy != nil {
-		return ErrDeletionStrategy
+	if err := deletionStrategy(job, opts); err != nil {
+		return err
 	}
 	selector := len(s.ClusterSelector) != 0
 	if s.Suspend && selector {
@@ -128,4 +134,117 @@ func EntrypointResources(s string) (map[string]float32, error) {
 		return nil, fmt.Errorf("The RayJob spec is invalid: entrypointResources must be a JSON object of resource quantities: %w", err)
 	}
 	return res, nil
+}
+
+// deletionStrategy checks spec.deletionStrategy as KubeRay does: the gate, one of its two styles, and each
+// style's rules.
+func deletionStrategy(job *rayv1.RayJob, opts RayJobOptions) error {
+	ds := job.Spec.DeletionStrategy
+	if ds == nil {
+		return nil
+	}
+	if !opts.DeletionPolicy {
+		return ErrDeletionPolicyGate
+	}
+	legacy := ds.OnSuccess != nil || ds.OnFailure != nil
+	rules := len(ds.DeletionRules) > 0
+	switch {
+	case rules && job.Spec.ShutdownAfterJobFinishes:
+		return errors.New("The RayJob spec is invalid: spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive")
+	case rules && legacy:
+		return errors.New("The RayJob spec is invalid: Cannot use both legacy onSuccess/onFailure fields and deletionRules simultaneously")
+	case legacy:
+		return legacyDeletionPolicies(job)
+	case rules:
+		return deletionRules(job)
+	}
+	return errors.New("The RayJob spec is invalid: DeletionStrategy requires either BOTH onSuccess and onFailure, OR the deletionRules field (cannot be empty)")
+}
+
+// autoscaling reports whether the job's cluster spec turns the autoscaler on.
+func autoscaling(job *rayv1.RayJob) bool {
+	return job.Spec.RayClusterSpec != nil && job.Spec.RayClusterSpec.EnableInTreeAutoscaling != nil && *job.Spec.RayClusterSpec.EnableInTreeAutoscaling
+}
+
+// touchesCluster reports whether policy deletes some of the RayJob's cluster.
+func touchesCluster(policy rayv1.DeletionPolicyType) bool {
+	return policy == rayv1.DeleteCluster || policy == rayv1.DeleteWorkers
+}
+
+// legacyDeletionPolicies checks the deprecated onSuccess/onFailure pair.
+func legacyDeletionPolicies(job *rayv1.RayJob) error {
+	ds := job.Spec.DeletionStrategy
+	if ds.OnSuccess == nil || ds.OnFailure == nil {
+		return errors.New("both DeletionStrategy.OnSuccess and DeletionStrategy.OnFailure must be set when using the legacy deletion policy fields of DeletionStrategy")
+	}
+	if ds.OnSuccess.Policy == nil {
+		return errors.New("the DeletionPolicyType field of DeletionStrategy.OnSuccess cannot be unset when DeletionStrategy is enabled")
+	}
+	if ds.OnFailure.Policy == nil {
+		return errors.New("the DeletionPolicyType field of DeletionStrategy.OnFailure cannot be unset when DeletionStrategy is enabled")
+	}
+	onSuccess, onFailure := *ds.OnSuccess.Policy, *ds.OnFailure.Policy
+	if len(job.Spec.ClusterSelector) != 0 {
+		if touchesCluster(onSuccess) {
+			return fmt.Errorf("the ClusterSelector mode doesn't support DeletionStrategy=%s on success", onSuccess)
+		}
+		if touchesCluster(onFailure) {
+			return fmt.Errorf("the ClusterSelector mode doesn't support DeletionStrategy=%s on failure", onFailure)
+		}
+	}
+	if (onSuccess == rayv1.DeleteWorkers || onFailure == rayv1.DeleteWorkers) && autoscaling(job) {
+		return errors.New("DeletionStrategy=DeleteWorkers currently does not support RayCluster with autoscaling enabled")
+	}
+	if job.Spec.ShutdownAfterJobFinishes && (onSuccess == rayv1.DeleteNone || onFailure == rayv1.DeleteNone) {
+		return errors.New("The RayJob spec is invalid: shutdownAfterJobFinshes is set to 'true' while deletion policy is 'DeleteNone'")
+	}
+	return nil
+}
+
+// deletionOrder is the order in which one job status's rules must fire: their TTLs may not decrease along it.
+var deletionOrder = []rayv1.DeletionPolicyType{rayv1.DeleteWorkers, rayv1.DeleteCluster, rayv1.DeleteSelf}
+
+// deletionRules checks every rule and reports all problems at once.
+func deletionRules(job *rayv1.RayJob) error {
+	var errs []error
+	ttls := map[rayv1.JobStatus]map[rayv1.DeletionPolicyType]int32{}
+	var statuses []rayv1.JobStatus
+	for i, rule := range job.Spec.DeletionStrategy.DeletionRules {
+		switch {
+		case rule.Condition.TTLSeconds < 0:
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: TTLSeconds must be non-negative", i))
+			continue
+		case len(job.Spec.ClusterSelector) != 0 && touchesCluster(rule.Policy):
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: DeletionPolicyType '%s' not supported when ClusterSelector is set", i, rule.Policy))
+			continue
+		case autoscaling(job) && rule.Policy == rayv1.DeleteWorkers:
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled", i))
+			continue
+		}
+		byPolicy, ok := ttls[rule.Condition.JobStatus]
+		if !ok {
+			byPolicy = map[rayv1.DeletionPolicyType]int32{}
+			ttls[rule.Condition.JobStatus] = byPolicy
+			statuses = append(statuses, rule.Condition.JobStatus)
+		}
+		if _, dup := byPolicy[rule.Policy]; dup {
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: duplicate rule for DeletionPolicyType '%s' and JobStatus '%s'", i, rule.Policy, rule.Condition.JobStatus))
+			continue
+		}
+		byPolicy[rule.Policy] = rule.Condition.TTLSeconds
+	}
+	for _, status := range statuses {
+		var prev rayv1.DeletionPolicyType
+		for _, policy := range deletionOrder {
+			ttl, ok := ttls[status][policy]
+			if !ok {
+				continue
+			}
+			if prev != "" && ttl < ttls[status][prev] {
+				errs = append(errs, fmt.Errorf("for JobStatus '%s': %s TTL (%d) must be >= %s TTL (%d)", status, policy, ttl, prev, ttls[status][prev]))
+			}
+			prev = policy
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -57,7 +57,53 @@ func TestRayJobSpec(t *testing.T) {
 			"The RayJob spec is invalid: TTLSecondsAfterFinished must be a non-negative integer"},
 		{"TTL without shutdown", func(j *rayv1.RayJob) { j.Spec.TTLSecondsAfterFinished = 5 },
 			"The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished"},
-		{"deletion strategy", func(j *rayv1.RayJob) { j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{} }, ErrDeletionStrategy.Error()},
+		{"deletion strategy, neither style", func(j *rayv1.RayJob) { j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{} },
+			"The RayJob spec is invalid: DeletionStrategy requires either BOTH onSuccess and onFailure, OR the deletionRules field (cannot be empty)"},
+		{"legacy, one policy", func(j *rayv1.RayJob) {
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster)}
+		}, "both DeletionStrategy.OnSuccess and DeletionStrategy.OnFailure must be set when using the legacy deletion policy fields of DeletionStrategy"},
+		{"legacy, unset policy", func(j *rayv1.RayJob) {
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: &rayv1.DeletionPolicy{}, OnFailure: policy(rayv1.DeleteNone)}
+		}, "the DeletionPolicyType field of DeletionStrategy.OnSuccess cannot be unset when DeletionStrategy is enabled"},
+		{"legacy with shutdown and DeleteNone", func(j *rayv1.RayJob) {
+			j.Spec.ShutdownAfterJobFinishes = true
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster), OnFailure: policy(rayv1.DeleteNone)}
+		}, "The RayJob spec is invalid: shutdownAfterJobFinshes is set to 'true' while deletion policy is 'DeleteNone'"},
+		{"legacy on a selected cluster", func(j *rayv1.RayJob) {
+			selector("c")(j)
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteSelf), OnFailure: policy(rayv1.DeleteWorkers)}
+		}, "the ClusterSelector mode doesn't support DeletionStrategy=DeleteWorkers on failure"},
+		{"legacy", func(j *rayv1.RayJob) {
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster), OnFailure: policy(rayv1.DeleteNone)}
+		}, ""},
+		{"rules with shutdown", func(j *rayv1.RayJob) {
+			j.Spec.ShutdownAfterJobFinishes = true
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{rule(rayv1.DeleteCluster, rayv1.JobStatusSucceeded, 0)}}
+		}, "The RayJob spec is invalid: spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive"},
+		{"rules and legacy", func(j *rayv1.RayJob) {
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster),
+				DeletionRules: []rayv1.DeletionRule{rule(rayv1.DeleteCluster, rayv1.JobStatusSucceeded, 0)}}
+		}, "The RayJob spec is invalid: Cannot use both legacy onSuccess/onFailure fields and deletionRules simultaneously"},
+		{"rules: every problem at once", func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
+				rule(rayv1.DeleteCluster, rayv1.JobStatusSucceeded, 60),
+				rule(rayv1.DeleteSelf, rayv1.JobStatusSucceeded, 30),
+				rule(rayv1.DeleteCluster, rayv1.JobStatusSucceeded, 90),
+				rule(rayv1.DeleteWorkers, rayv1.JobStatusFailed, 0),
+				rule(rayv1.DeleteNone, rayv1.JobStatusFailed, -1),
+			}}
+		}, "deletionRules[2]: duplicate rule for DeletionPolicyType 'DeleteCluster' and JobStatus 'SUCCEEDED'\n" +
+			"deletionRules[3]: DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled\n" +
+			"deletionRules[4]: TTLSeconds must be non-negative\n" +
+			"for JobStatus 'SUCCEEDED': DeleteSelf TTL (30) must be >= DeleteCluster TTL (60)"},
+		{"KubeRay's rules sample", func(j *rayv1.RayJob) {
+			var rules []rayv1.DeletionRule
+			for _, s := range []rayv1.JobStatus{rayv1.JobStatusFailed, rayv1.JobStatusSucceeded} {
+				rules = append(rules, rule(rayv1.DeleteWorkers, s, 30), rule(rayv1.DeleteCluster, s, 60), rule(rayv1.DeleteSelf, s, 90))
+			}
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: rules}
+		}, ""},
 		{"suspend with selector", func(j *rayv1.RayJob) {
 			selector("c")(j)
 			j.Spec.Suspend = true
@@ -94,7 +140,7 @@ func TestRayJobSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := RayJobSpec(rayJob(tt.edit))
+			err := RayJobSpec(rayJob(tt.edit), RayJobOptions{DeletionPolicy: true})
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("want valid, got %v", err)
@@ -102,6 +148,26 @@ func TestRayJobSpec(t *testing.T) {
 				t.Errorf("got %v\nwant %s", err, tt.want)
 			}
 		})
+	}
+}
+
+func policy(p rayv1.DeletionPolicyType) *rayv1.DeletionPolicy {
+	return &rayv1.DeletionPolicy{Policy: &p}
+}
+
+func rule(p rayv1.DeletionPolicyType, status rayv1.JobStatus, ttl int32) rayv1.DeletionRule {
+	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: status, TTLSeconds: ttl}}
+}
+
+func TestDeletionStrategyNeedsTheGate(t *testing.T) {
+	job := rayJob(func(j *rayv1.RayJob) {
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster), OnFailure: policy(rayv1.DeleteNone)}
+	})
+	if err := RayJobSpec(job, RayJobOptions{}); err != ErrDeletionPolicyGate {
+		t.Errorf("gate off: %v, want %v", err, ErrDeletionPolicyGate)
+	}
+	if err := RayJobSpec(job, RayJobOptions{DeletionPolicy: true}); err != nil {
+		t.Errorf("gate on: %v", err)
 	}
 }
 

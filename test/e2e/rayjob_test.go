@@ -605,13 +605,14 @@ func splitYAML(data []byte) [][]byte {
 	return docs
 }
 
-// The RayJob features kray refuses (KubeRay's SidecarMode and deletionStrategy samples) are admitted by the
-// CRD, then reported as ValidationFailed with the reason and an InvalidRayJobSpec event; nothing is created.
+// The RayJob features kray refuses (KubeRay's SidecarMode sample, and its deletionStrategy sample while the
+// RayJobDeletionPolicy gate is off, its default) are admitted by the CRD, then reported as ValidationFailed
+// with the reason and an InvalidRayJobSpec event; nothing is created.
 func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 	dir := kubeRaySamplesDir(t)
 	for file, want := range map[string]string{
 		"ray-job.sidecar-mode.yaml":   "SidecarMode is not supported by kray",
-		"ray-job.deletion-rules.yaml": "deletionStrategy is not supported by kray yet",
+		"ray-job.deletion-rules.yaml": "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy",
 	} {
 		t.Run(file, func(t *testing.T) {
 			g := NewWithT(t)
@@ -640,4 +641,43 @@ func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 			}, 2*time.Second, poll).Should(Succeed())
 		})
 	}
+}
+
+// With the RayJobDeletionPolicy gate on, deletionRules fire in order after the end: the workers go (their
+// groups suspended), then the cluster, then the RayJob itself.
+func TestRayJobDeletionRules(t *testing.T) {
+	needFakeDashboard(t)
+	if !localCluster() {
+		t.Skip("restarts the operator with a feature gate through hack/operator.sh")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	hack(t, "operator.sh", "stop")
+	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
+	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --feature-gates=RayJobDeletionPolicy=true"}, "operator.sh", "start")
+	job := createJob(t, rayJob(t, ns, "rules", rayv1.HTTPMode, func(j *rayv1.RayJob) {
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
+			{Policy: rayv1.DeleteWorkers, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 2}},
+			{Policy: rayv1.DeleteCluster, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 6}},
+			{Policy: rayv1.DeleteSelf, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 10}},
+		}}
+	}))
+	done := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: done.Status.RayClusterName}}
+	g.Eventually(func(g Gomega) {
+		cur := get(g, rc)
+		g.Expect(cur.Spec.WorkerGroupSpecs[0].Suspend).To(Equal(ptr.To(true)))
+		g.Expect(clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeWorker)).To(BeEmpty())
+		g.Expect(clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeHead)).To(HaveLen(1))
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(eventMessages(g, job, constants.EventUpdatedRayCluster)).To(HaveLen(1))
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), &rayv1.RayCluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		g.Expect(getJob(g, job).Status.JobDeploymentStatus).To(Equal(rayv1.JobDeploymentStatusComplete))
+	}, readyTimeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), &rayv1.RayJob{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}, readyTimeout, poll).Should(Succeed())
 }
