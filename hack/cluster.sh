@@ -18,6 +18,9 @@
 #   start-kruise        start kruise-manager and wait until it is ready.
 #   restart-kruise      stop-kruise, then start-kruise.
 #   restart-apiserver   stop kube-apiserver and start it again on the same etcd data (a control-plane blip).
+#   start-kueue         start the real Kueue manager (KUEUE_VERSION, built on demand) out of cluster with its
+#                       Ray integrations and no webhook configuration, and wait until it is ready.
+#   stop-kueue          stop Kueue (its CRDs and objects stay). `down` stops it too.
 #   kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE
 #                       write a kubeconfig that authenticates as that ServiceAccount with a 24 h token from
 #                       `kubectl create token`.
@@ -32,6 +35,9 @@
 #   29876 kruise webhook       KRAY_KRUISE_WEBHOOK_PORT       (binds 0.0.0.0)
 #   29877 kruise health        KRAY_KRUISE_HEALTH_PORT        (http /readyz)
 #   29878 kruise metrics       KRAY_KRUISE_METRICS_PORT
+#   29880 kueue webhook        KRAY_KUEUE_WEBHOOK_PORT        (served, but no webhook configuration uses it)
+#   29881 kueue health         KRAY_KUEUE_HEALTH_PORT         (http /readyz)
+#   29882 kueue metrics        KRAY_KUEUE_METRICS_PORT
 #
 # Other environment:
 #   KRAY_NODES=4  KRAY_NODE_CPU=1000  KRAY_NODE_MEMORY=2000Gi  KRAY_NODE_PODS=1000
@@ -50,7 +56,7 @@
 #
 # State (KRAY_LOCAL_DIR): kubeconfig (admin, system:masters), pki/, kubeconfigs/ (one per component),
 # etcd/ (data), logs/<component>.log (appended, one header per start), run/<component>.pid, kruise/ (webhook
-# certs, protection log), manifests/ (rendered Kruise webhook configurations, nodes).
+# certs, protection log), kueue/ (config, certificates), manifests/ (rendered Kruise webhook configurations, nodes).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,6 +72,9 @@ KWOK_PORT="${KRAY_KWOK_PORT:-26247}"
 KRUISE_WEBHOOK_PORT="${KRAY_KRUISE_WEBHOOK_PORT:-29876}"
 KRUISE_HEALTH_PORT="${KRAY_KRUISE_HEALTH_PORT:-29877}"
 KRUISE_METRICS_PORT="${KRAY_KRUISE_METRICS_PORT:-29878}"
+KUEUE_WEBHOOK_PORT="${KRAY_KUEUE_WEBHOOK_PORT:-29880}"
+KUEUE_HEALTH_PORT="${KRAY_KUEUE_HEALTH_PORT:-29881}"
+KUEUE_METRICS_PORT="${KRAY_KUEUE_METRICS_PORT:-29882}"
 
 NODES="${KRAY_NODES:-4}"
 NODE_CPU="${KRAY_NODE_CPU:-1000}"
@@ -91,6 +100,7 @@ RUN_DIR="${STATE_DIR}/run"
 LOG_DIR="${STATE_DIR}/logs"
 MANIFEST_DIR="${STATE_DIR}/manifests"
 KRUISE_DIR="${STATE_DIR}/kruise"
+KUEUE_DIR="${STATE_DIR}/kueue"
 ADMIN_KUBECONFIG="${STATE_DIR}/kubeconfig"
 # Marks a directory as this script's state, so `down --purge` never deletes anything else.
 STATE_MARKER="${STATE_DIR}/.kray-local-cluster"
@@ -104,7 +114,11 @@ declare -A BINARY=(
   [kube-scheduler]="${TOOLS}/kubernetes-${KUBERNETES_VERSION}/kube-scheduler"
   [kwok]="${TOOLS}/kwok-${KWOK_VERSION}/kwok"
   [kruise-manager]="${TOOLS}/kruise-${KRUISE_VERSION}/kruise-manager"
+  # Kueue is optional (start-kueue), so it is not in COMPONENTS.
+  [kueue]="${TOOLS}/kueue-${KUEUE_VERSION}/kueue"
 )
+# LAUNCHER runs before a binary, in its process (see start_process); Kueue's sets up a private mount namespace.
+declare -A LAUNCHER=()
 # Start order; `down` stops in reverse.
 COMPONENTS=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager kruise-manager)
 
@@ -123,7 +137,7 @@ require_commands() {
 }
 
 # The functions, by concern.
-for lib in processes pki components objects; do
+for lib in processes pki components objects kueue; do
   # shellcheck source=/dev/null
   source "${ROOT}/hack/lib/${lib}.sh"
 done
@@ -186,7 +200,7 @@ cmd_down() {
   [[ -d "${STATE_DIR}" ]] || { log "nothing to stop (no ${STATE_DIR})"; return 0; }
   lock_state
   if [[ -d "${RUN_DIR}" ]]; then
-    stop_processes kruise-manager kwok kube-scheduler kube-controller-manager
+    stop_processes kueue kruise-manager kwok kube-scheduler kube-controller-manager
     stop_processes kube-apiserver
     stop_processes etcd
   fi
@@ -266,6 +280,22 @@ cmd_start_kruise() {
 
 # cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
 # blip for fault tests): every client's watches break and must resume.
+cmd_start_kueue() {
+  require_commands
+  require_apiserver
+  lock_state
+  prepare_state
+  mkdir -p "${KUEUE_DIR}"
+  start_kueue
+  ready_kueue
+  log "kueue ready"
+}
+
+cmd_stop_kueue() {
+  lock_state
+  stop_processes kueue
+}
+
 cmd_restart_apiserver() {
   require_commands
   lock_state
@@ -309,6 +339,8 @@ main() {
       cmd_start_kruise
       ;;
     restart-apiserver) cmd_restart_apiserver ;;
+    start-kueue) cmd_start_kueue ;;
+    stop-kueue) cmd_stop_kueue ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;
     -h | --help | help) usage ;;
     *)

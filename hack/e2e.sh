@@ -17,6 +17,9 @@ export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
 # Likewise a fake Ray dashboard (test/e2e/fakedashboard_test.go), whose Job API the RayJob controller calls.
 export KRAY_E2E_DASHBOARD_ADDRESS="${KRAY_E2E_DASHBOARD_ADDRESS:-127.0.0.1:28265}"
 export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}"
+# The real Kueue, with its Ray integrations, for the tests that queue RayClusters and RayJobs.
+"${ROOT}/hack/cluster.sh" start-kueue >&2
+export KRAY_E2E_KUEUE=1
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT
@@ -28,7 +31,7 @@ if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...); then
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
-for component in kray-operator kruise-manager kube-apiserver; do
+for component in kray-operator kruise-manager kueue kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue
   printf '\n===== last 60 lines of %s =====\n' "${log}" >&2

@@ -2,12 +2,13 @@
 # hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
-#   all                 kube etcd kwok kruise controller-gen
+#   all                 kube etcd kwok kruise kueue controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
 #   kwok                kwok            (sigs.k8s.io/kwok/cmd/kwok)
 #   kruise              kruise-manager  (github.com/openkruise/kruise, the module root package)
+#   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
 #   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
@@ -200,6 +201,10 @@ build_kruise() {
     kruise-manager "-s -w" kruise_replaces
 }
 
+build_kueue() {
+  build_in_wrapper kueue "${KUEUE_VERSION}" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue kueue "-s -w"
+}
+
 build_controller_gen() {
   build_in_wrapper controller-gen "${CONTROLLER_TOOLS_VERSION}" sigs.k8s.io/controller-tools \
     sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen "-s -w"
@@ -233,6 +238,7 @@ run_target() {
       run_target etcd
       run_target kwok
       run_target kruise
+      run_target kueue
       run_target controller-gen
       ;;
     kube)
@@ -244,6 +250,7 @@ run_target() {
     etcd) build_etcd ;;
     kwok) build_kwok ;;
     kruise | kruise-manager) build_kruise ;;
+    kueue) build_kueue ;;
     controller-gen) build_controller_gen ;;
     kind) build_kind ;;
     envtest-assets) envtest_assets ;;

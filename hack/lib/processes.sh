@@ -61,8 +61,12 @@ start_process() {
   # not setsid had to fork.
   # shellcheck disable=SC2016 # expanded by the inner shell
   # fd 9 (the state lock) is closed so the long-running process does not hold the lock.
+  # A LAUNCHER entry (an executable that ends by exec'ing its arguments) runs before the binary, in the
+  # same process.
+  local cmd=("${BINARY[${name}]}" "$@")
+  [[ -n "${LAUNCHER[${name}]:-}" ]] && cmd=("${LAUNCHER[${name}]}" "${cmd[@]}")
   setsid env "${envs[@]}" bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
-    "${file}" "${BINARY[${name}]}" "$@" >>"${LOG_DIR}/${name}.log" 2>&1 </dev/null 9>&- &
+    "${file}" "${cmd[@]}" >>"${LOG_DIR}/${name}.log" 2>&1 </dev/null 9>&- &
   local i
   for ((i = 0; i < 50; i++)); do
     [[ -f "${file}" ]] && break
