@@ -47,6 +47,11 @@ const (
 
 // Annotations read from the RayCluster or written on pods.
 const (
+	// AnnotationWorkerDrain and AnnotationRollingUpdate keep kray's extension settings (spec.workerDrain, and
+	// each group's rollingUpdate as a JSON object keyed by group name) where clients that hold KubeRay's types
+	// do not drop them; see pkg/spec/extensions.go.
+	AnnotationWorkerDrain   = "kray.io/worker-drain"
+	AnnotationRollingUpdate = "kray.io/rolling-update"
 	// AnnotationOverwriteContainerCmd "true" leaves the Ray container command as the user wrote it.
 	AnnotationOverwriteContainerCmd = "ray.io/overwrite-container-cmd"
 	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "true" or "false" on head pods.
@@ -83,6 +88,9 @@ const (
 	DrainHookValue = "true"
 	// DefaultDrainTimeoutSeconds is workerDrain.timeoutSeconds when unset.
 	DefaultDrainTimeoutSeconds = 600
+	// MaxDrainTimeoutSeconds is the largest workerDrain.timeoutSeconds (the CRD's bound, checked again for the
+	// annotation copy).
+	MaxDrainTimeoutSeconds = 86400
 	// DefaultMaxUnavailable is a worker group's rollingUpdate.maxUnavailable when unset.
 	DefaultMaxUnavailable = "25%"
 )

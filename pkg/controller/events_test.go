@@ -18,7 +18,7 @@ func TestRepeatedEventsAreSentOnce(t *testing.T) {
 	r := &Reconciler{Recorder: rec, Now: func() time.Time { return now }}
 	a, b := cluster("a").obj(), cluster("b").obj()
 	send := func(rc *rayv1.RayCluster, msg string) {
-		s := newState(rc, children{})
+		s := newState(rc, rc, children{})
 		s.warn("WorkersToDeleteIgnored", "%s", msg)
 		r.emit(s)
 	}

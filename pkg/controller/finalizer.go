@@ -53,7 +53,7 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 	if !slices.Contains(rc.Finalizers, constants.FinalizerRedisCleanup) {
 		return ctrl.Result{}, nil
 	}
-	s := newState(rc, children{})
+	s := newState(rc, rc, children{})
 	defer r.emit(s)
 	if !spec.FTRedis(rc) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)

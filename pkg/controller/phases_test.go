@@ -324,7 +324,11 @@ func TestDrainPhase(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tc.drain {
-				e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerDrain = nil })
+				// Off takes removing the field and kray's annotation copy of it.
+				e.updateSpec(rc, func(rc *rayv1.RayCluster) {
+					rc.Spec.WorkerDrain = nil
+					delete(rc.Annotations, constants.AnnotationWorkerDrain)
+				})
 			}
 			writes := e.mustReconcile(rc)
 			pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)

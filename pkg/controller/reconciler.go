@@ -21,6 +21,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/status"
 	"github.com/kray-project/kray/pkg/validation"
 )
@@ -60,6 +61,7 @@ type Reconciler struct {
 
 // The phases, in the order they run.
 const (
+	phaseExtensions       = "extension-annotations"
 	phasePreflight        = "preflight"
 	phaseAutoscalerRBAC   = "autoscaler-rbac"
 	phaseIngress          = "ingress"
@@ -88,6 +90,7 @@ type phase struct {
 func (r *Reconciler) phases() []phase {
 	pre := []string{phasePreflight}
 	return []phase{
+		{name: phaseExtensions, run: r.keepExtensionAnnotations},
 		{name: phasePreflight, run: r.preflightNewCluster},
 		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre},
@@ -130,12 +133,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the cluster's children: %w", err)
 	}
-	s := newState(rc, kids)
+	ext, extErr := spec.WithExtensions(rc)
+	if extErr != nil {
+		ext = rc
+	}
+	s := newState(rc, ext, kids)
 	obs := status.Observed{}
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata
 		s.warn(constants.EventInvalidMetadata, "The RayCluster metadata is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
-	} else if err := validation.Spec(rc); err != nil {
+	} else if err := errors.Join(extErr, validation.Spec(ext)); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidSpec
 		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
 	}
@@ -148,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case wrote:
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
-		for _, w := range validation.Warnings(rc) {
+		for _, w := range validation.Warnings(ext) {
 			s.warn(w.Reason, "%s", w.Message)
 		}
 		rejected, failures := splitRejected(r.runPhases(ctx, s))

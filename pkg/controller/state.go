@@ -18,8 +18,9 @@ import (
 // are written for.
 type state struct {
 	rc *rayv1.RayCluster
-	// effective is rc, or a copy with spec.suspend on while a suspension that already started completes (as in
-	// KubeRay, a suspension runs to its end even if spec.suspend is flipped back).
+	// effective is rc with kray's extension settings kept in annotations filled in (spec.WithExtensions), and
+	// with spec.suspend on while a suspension that already started completes (as in KubeRay, a suspension runs
+	// to its end even if spec.suspend is flipped back).
 	effective *rayv1.RayCluster
 	// children is the cluster's pods and workloads as the cache held them when the reconcile began.
 	children children
@@ -36,8 +37,9 @@ type state struct {
 	events []queuedEvent
 }
 
-func newState(rc *rayv1.RayCluster, c children) *state {
-	return &state{rc: rc, effective: effectiveCluster(rc), children: c, failed: map[string]bool{}}
+// newState starts a reconcile of rc, whose spec with kray's annotated extension settings filled in is ext.
+func newState(rc, ext *rayv1.RayCluster, c children) *state {
+	return &state{rc: rc, effective: effectiveCluster(ext), children: c, failed: map[string]bool{}}
 }
 
 // effectiveCluster returns rc, or a copy with spec.suspend on while a started suspension completes.
