@@ -50,8 +50,9 @@ verify-generated: generate manifests ## Fail when generated files differ from wh
 .PHONY: fmt vet
 fmt: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-vet: ## go vet.
+vet: ## go vet (test/kuberaytypes is its own module).
 	go vet ./...
+	cd test/kuberaytypes && go vet ./...
 
 ##@ Test
 .PHONY: test

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hack/e2e.sh runs the end-to-end suite on the local cluster: it brings the cluster up (a no-op when it is
-# running), (re)starts bin/kray-operator out of cluster with the RBAC in config/rbac, runs test/e2e, stops
+# running), starts Kueue, (re)starts bin/kray-operator out of cluster with the RBAC in config/rbac, runs
+# test/e2e and test/kuberaytypes, stops
 # the operator, and on failure prints the tails of the operator's, kruise-manager's and the apiserver's logs.
 # The cluster stays up afterwards; `make cluster-down` stops it.
 # Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m).
@@ -27,7 +28,8 @@ trap '"${ROOT}/hack/operator.sh" stop' EXIT
 args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -v)
 [[ -n "${E2E_RUN:-}" ]] && args+=(-run "${E2E_RUN}")
 start=$(date +%s)
-if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...); then
+# test/kuberaytypes is its own module (it holds KubeRay's Go types, which stay out of kray's build).
+if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/kuberaytypes" && go test "${args[@]}" ./...); then
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi

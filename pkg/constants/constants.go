@@ -47,11 +47,13 @@ const (
 
 // Annotations read from the RayCluster or written on pods.
 const (
-	// AnnotationWorkerDrain and AnnotationRollingUpdate keep kray's extension settings (spec.workerDrain, and
-	// each group's rollingUpdate as a JSON object keyed by group name) where clients that hold KubeRay's types
-	// do not drop them; see pkg/spec/extensions.go.
-	AnnotationWorkerDrain   = "kray.io/worker-drain"
-	AnnotationRollingUpdate = "kray.io/rolling-update"
+	// AnnotationWorkerDrain, AnnotationRollingUpdate and AnnotationUpgradeStrategy keep kray's extension
+	// settings (spec.workerDrain, each group's rollingUpdate as a JSON object keyed by group name, and
+	// spec.upgradeStrategy) where clients that hold KubeRay's types do not drop them; see
+	// pkg/spec/extensions.go.
+	AnnotationWorkerDrain     = "kray.io/worker-drain"
+	AnnotationRollingUpdate   = "kray.io/rolling-update"
+	AnnotationUpgradeStrategy = "kray.io/upgrade-strategy"
 	// AnnotationOverwriteContainerCmd "true" leaves the Ray container command as the user wrote it.
 	AnnotationOverwriteContainerCmd = "ray.io/overwrite-container-cmd"
 	// AnnotationFTEnabled is the legacy GCS fault tolerance switch; kray writes "true" or "false" on head pods.

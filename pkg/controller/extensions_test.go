@@ -33,6 +33,7 @@ func TestExtensionsSurviveAClientThatDropsThem(t *testing.T) {
 	before := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet).DeepCopy()
 
 	e.updateSpec(rc, func(rc *rayv1.RayCluster) { // what a KubeRay-typed read-modify-write sends
+		rc.Spec.UpgradeStrategy = nil // KubeRay's types before v1.6 have no upgradeStrategy
 		rc.Spec.WorkerDrain = nil
 		rc.Spec.WorkerGroupSpecs[0].RollingUpdate = nil
 		rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3)

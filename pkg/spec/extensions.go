@@ -10,9 +10,10 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 )
 
-// kray's extension settings (spec.workerDrain and spec.workerGroupSpecs[].rollingUpdate) are fields that
-// KubeRay's types lack, so a client that reads a RayCluster with those types and writes it back (a typed
-// Update, or Kueue's JSON merge patch of workerGroupSpecs) drops them. kray therefore keeps a copy of each
+// kray's extension settings (spec.workerDrain, spec.workerGroupSpecs[].rollingUpdate, and
+// spec.upgradeStrategy, whose RollingUpdate type is kray's and which KubeRay's types before v1.6 lack) are
+// fields that a client holding KubeRay's types may not have, so a client that reads a RayCluster with those
+// types and writes it back (a typed Update, or Kueue's JSON merge patch of workerGroupSpecs) drops them. kray therefore keeps a copy of each
 // in an annotation, which every such client preserves. The rule: a spec field, when set, is the setting (and
 // kray copies it to the annotation); when it is absent, the annotation's copy is. Turning a setting off takes
 // removing both.
@@ -27,11 +28,19 @@ func WithExtensions(rc *rayv1.RayCluster) (*rayv1.RayCluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	upgrade, err := annotatedUpgradeStrategy(rc)
+	if err != nil {
+		return nil, err
+	}
 	var out *rayv1.RayCluster
 	copyOnce := func() {
 		if out == nil {
 			out = rc.DeepCopy()
 		}
+	}
+	if rc.Spec.UpgradeStrategy == nil && upgrade != nil {
+		copyOnce()
+		out.Spec.UpgradeStrategy = upgrade
 	}
 	if rc.Spec.WorkerDrain == nil && drain != nil {
 		copyOnce()
@@ -56,7 +65,14 @@ func ExtensionAnnotations(rc *rayv1.RayCluster) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{constants.AnnotationWorkerDrain: "", constants.AnnotationRollingUpdate: ""}
+	out := map[string]string{constants.AnnotationWorkerDrain: "", constants.AnnotationRollingUpdate: "", constants.AnnotationUpgradeStrategy: ""}
+	if u := ext.Spec.UpgradeStrategy; u != nil {
+		b, err := json.Marshal(u)
+		if err != nil {
+			return nil, err
+		}
+		out[constants.AnnotationUpgradeStrategy] = string(b)
+	}
 	if d := ext.Spec.WorkerDrain; d != nil {
 		b, err := json.Marshal(d)
 		if err != nil {
@@ -102,6 +118,21 @@ func annotatedDrain(rc *rayv1.RayCluster) (*rayv1.WorkerDrainOptions, error) {
 		return nil, fmt.Errorf("annotation %s: timeoutSeconds must be between 1 and %d, got %d", constants.AnnotationWorkerDrain, constants.MaxDrainTimeoutSeconds, *t)
 	}
 	return d, nil
+}
+
+func annotatedUpgradeStrategy(rc *rayv1.RayCluster) (*rayv1.RayClusterUpgradeStrategy, error) {
+	v, ok := rc.Annotations[constants.AnnotationUpgradeStrategy]
+	if !ok || v == "" {
+		return nil, nil
+	}
+	u := &rayv1.RayClusterUpgradeStrategy{}
+	if err := strictJSON(v, u); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", constants.AnnotationUpgradeStrategy, err)
+	}
+	if t := u.Type; t != nil && *t != rayv1.RayClusterRecreate && *t != rayv1.RayClusterUpgradeNone && *t != rayv1.RayClusterRollingUpdate {
+		return nil, fmt.Errorf("annotation %s: type must be Recreate, None or RollingUpdate, got %q", constants.AnnotationUpgradeStrategy, *t)
+	}
+	return u, nil
 }
 
 func annotatedRollingUpdates(rc *rayv1.RayCluster) (map[string]*rayv1.WorkerGroupRollingUpdate, error) {

@@ -54,6 +54,8 @@ func TestWithExtensions(t *testing.T) {
 			wantErr: "annotation kray.io/worker-drain: not valid JSON"},
 		{name: "misspelt field", rc: extCluster(map[string]string{constants.AnnotationRollingUpdate: `{"a":{"maxUnavailble":1}}`}, nil),
 			wantErr: `unknown field "maxUnavailble"`},
+		{name: "upgrade type not known", rc: extCluster(map[string]string{constants.AnnotationUpgradeStrategy: `{"type":"Rolling"}`}, nil),
+			wantErr: `type must be Recreate, None or RollingUpdate, got "Rolling"`},
 		{name: "timeout out of range", rc: extCluster(map[string]string{constants.AnnotationWorkerDrain: `{"timeoutSeconds":0}`}, nil),
 			wantErr: "timeoutSeconds must be between 1 and 86400, got 0"},
 	}
@@ -106,8 +108,9 @@ func TestExtensionAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		constants.AnnotationWorkerDrain:   `{"timeoutSeconds":30}`,
-		constants.AnnotationRollingUpdate: `{"a":{"maxUnavailable":1},"b":{"partition":2}}`,
+		constants.AnnotationWorkerDrain:     `{"timeoutSeconds":30}`,
+		constants.AnnotationRollingUpdate:   `{"a":{"maxUnavailable":1},"b":{"partition":2}}`,
+		constants.AnnotationUpgradeStrategy: "",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
@@ -125,5 +128,21 @@ func TestExtensionAnnotations(t *testing.T) {
 	}
 	if ExtensionAnnotationsDiffer(extCluster(nil, nil), none) {
 		t.Error("a cluster without settings or annotations differs")
+	}
+}
+
+func TestUpgradeStrategyKeptInAnnotation(t *testing.T) {
+	rolling := rayv1.RayClusterRollingUpdate
+	rc := extCluster(nil, func(rc *rayv1.RayCluster) {
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
+	})
+	kept, err := ExtensionAnnotations(rc)
+	if err != nil || kept[constants.AnnotationUpgradeStrategy] != `{"type":"RollingUpdate"}` {
+		t.Fatalf("annotation %q (%v)", kept[constants.AnnotationUpgradeStrategy], err)
+	}
+	dropped := extCluster(kept, nil) // a client without upgradeStrategy wrote the object back
+	got, err := WithExtensions(dropped)
+	if err != nil || !Rolling(got) {
+		t.Errorf("rolling after the field was dropped: %t (%v)", Rolling(got), err)
 	}
 }

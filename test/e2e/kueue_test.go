@@ -8,9 +8,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
@@ -205,4 +208,37 @@ func TestKueueRunsRayJobs(t *testing.T) {
 	for _, j := range jobs {
 		g.Expect(dash.acceptedWithPrefix(j.Name+"-")).To(HaveLen(1), "%s: submissions", j.Name)
 	}
+}
+
+// Kueue's admission is a JSON merge patch built from KubeRay's types, which replaces workerGroupSpecs: a
+// group's rollingUpdate is not in it. The settings kray keeps in annotations go on applying after admission.
+func TestKueueAdmissionKeepsKrayExtensions(t *testing.T) {
+	needKueue(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	kueueQueues(t, ns, "2")
+	rc := loadSample(t, "ray-cluster.sample.yaml", ns)
+	rc.Labels = map[string]string{labelQueueName: "user-queue"}
+	rc.Spec.Suspend = ptr.To(true)
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterUpgradeType("RollingUpdate"))}
+	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](120)}
+	two := intstr.FromInt32(2)
+	w := group(rc)
+	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To[int32](1), ptr.To[int32](1), ptr.To[int32](1)
+	w.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: &two}
+	create(t, rc)
+	g.Eventually(func(g Gomega) { g.Expect(suspended(g, rc)).To(BeFalse()) }, kueueTimeout, poll).Should(Succeed())
+	waitReady(t, rc, 1)
+	admitted := get(g, rc)
+	t.Logf("after Kueue's admission the spec holds: workerDrain %t, rollingUpdate %t",
+		admitted.Spec.WorkerDrain != nil, group(admitted).RollingUpdate != nil)
+	g.Eventually(func(g Gomega) {
+		var list kruisev1alpha1.CloneSetList
+		g.Expect(k8s.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		cs := list.Items[0]
+		g.Expect(cs.Spec.Lifecycle).NotTo(BeNil(), "the drain hook")
+		g.Expect(cs.Spec.Lifecycle.PreDelete).NotTo(BeNil(), "the drain hook")
+		g.Expect(cs.Spec.UpdateStrategy.MaxUnavailable).To(Equal(&two))
+	}, readyTimeout, poll).Should(Succeed())
 }
