@@ -242,6 +242,8 @@ const (
 	EventFailedToCreateRayCluster      = "FailedToCreateRayCluster"
 	EventDeletedRayCluster             = "DeletedRayCluster"
 	EventUpdatedRayCluster             = "UpdatedRayCluster"
+	EventUpdatedService                = "UpdatedService"
+	EventFailedToUpdateService         = "FailedToUpdateService"
 	EventFailedToUpdateRayCluster      = "FailedToUpdateRayCluster"
 	EventFailedToDeleteRayCluster      = "FailedToDeleteRayCluster"
 	EventRayClusterNotFound            = "RayClusterNotFound"

@@ -77,6 +77,26 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 	return rc
 }
 
+// HeadServiceName is the name of the Service that a RayJob keeps in front of the head of its current cluster.
+func HeadServiceName(job *rayv1.RayJob) string { return job.Name + "-head-svc" }
+
+// HeadService is the RayJob's own head Service: the ports and type of rc's head Service, selecting rc's
+// head, named after the RayJob and owned by it, so its address stays the same across attempts.
+func HeadService(job *rayv1.RayJob, rc *rayv1.RayCluster, opts builder.Options) *corev1.Service {
+	svc := builder.HeadService(rc, opts)
+	labels := originLabels(job)
+	labels[constants.LabelNodeType] = constants.NodeTypeHead
+	labels[constants.LabelIdentifier] = job.Name + "-" + constants.NodeTypeHead
+	svc.ObjectMeta = metav1.ObjectMeta{
+		Name:            HeadServiceName(job),
+		Namespace:       job.Namespace,
+		Labels:          labels,
+		Annotations:     svc.Annotations,
+		OwnerReferences: []metav1.OwnerReference{OwnerReference(job)},
+	}
+	return svc
+}
+
 // errNoDashboardPort reports a head whose ports name no "dashboard" port.
 var errNoDashboardPort = errors.New("dashboard port is not found: the head container's ports name no \"dashboard\" port")
 

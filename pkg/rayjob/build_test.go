@@ -126,3 +126,27 @@ func TestClusterFromSpec(t *testing.T) {
 		t.Errorf("annotations %v", rc.Annotations)
 	}
 }
+
+func TestHeadService(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
+	rc := Cluster(job, "train-abcde")
+	svc := HeadService(job, rc, builder.Options{})
+	cluster := builder.HeadService(rc, builder.Options{})
+	if svc.Name != "train-head-svc" || svc.Namespace != "ns" {
+		t.Errorf("name %s/%s", svc.Namespace, svc.Name)
+	}
+	if diff := cmp.Diff(cluster.Spec, svc.Spec); diff != "" {
+		t.Errorf("spec differs from the cluster's head Service (-cluster +job):\n%s", diff)
+	}
+	if svc.Spec.Selector[constants.LabelCluster] != "train-abcde" || svc.Spec.Selector[constants.LabelNodeType] != constants.NodeTypeHead {
+		t.Errorf("selector %v, want the current cluster's head", svc.Spec.Selector)
+	}
+	want := map[string]string{constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob",
+		constants.LabelNodeType: constants.NodeTypeHead, constants.LabelIdentifier: "train-head"}
+	if diff := cmp.Diff(want, svc.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if ref := svc.OwnerReferences[0]; ref.Kind != "RayJob" || ref.UID != jobUID {
+		t.Errorf("owner %+v", ref)
+	}
+}

@@ -69,6 +69,8 @@ const (
 	SuspendWorkers ActionKind = "SuspendWorkers"
 	// DeleteRayJob deletes the RayJob itself; its cluster and submitter follow through ownership.
 	DeleteRayJob ActionKind = "DeleteRayJob"
+	// SyncHeadService creates the RayJob's head Service (Action.Service), or points it at the current cluster.
+	SyncHeadService ActionKind = "SyncHeadService"
 )
 
 // Action is one write Next asks for, with the object or request it writes.
@@ -76,6 +78,7 @@ type Action struct {
 	Kind      ActionKind
 	Cluster   *rayv1.RayCluster
 	Submitter *batchv1.Job
+	Service   *corev1.Service
 	Request   dashboard.SubmitRequest
 }
 
@@ -228,6 +231,9 @@ func initializing(o Observed, d *Decision) {
 		return
 	}
 	st.DashboardURL = url
+	if !selectorMode(job) {
+		d.Actions = append(d.Actions, Action{Kind: SyncHeadService, Service: HeadService(job, o.Cluster, o.Options)})
+	}
 	switch job.Spec.SubmissionMode {
 	case rayv1.InteractiveMode:
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusWaiting

@@ -157,9 +157,9 @@ func TestInitializing(t *testing.T) {
 		want    rayv1.JobDeploymentStatus
 		actions []ActionKind
 	}{
-		{rayv1.K8sJobMode, rayv1.JobDeploymentStatusRunning, []ActionKind{CreateSubmitter}},
-		{rayv1.HTTPMode, rayv1.JobDeploymentStatusRunning, nil},
-		{rayv1.InteractiveMode, rayv1.JobDeploymentStatusWaiting, nil},
+		{rayv1.K8sJobMode, rayv1.JobDeploymentStatusRunning, []ActionKind{SyncHeadService, CreateSubmitter}},
+		{rayv1.HTTPMode, rayv1.JobDeploymentStatusRunning, []ActionKind{SyncHeadService}},
+		{rayv1.InteractiveMode, rayv1.JobDeploymentStatusWaiting, []ActionKind{SyncHeadService}},
 	} {
 		t.Run("ready cluster, "+string(tt.mode), func(t *testing.T) {
 			job := newJob(mode(tt.mode), inState(rayv1.JobDeploymentStatusInitializing))

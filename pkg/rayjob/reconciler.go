@@ -223,6 +223,19 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 			if err := r.Writer.Delete(ctx, job, ctrl.Preconditions{UID: &job.UID}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("delete the RayJob: %w", err))
 			}
+		case SyncHeadService:
+			switch verb, err := r.syncHeadService(ctx, job, a.Service); {
+			case err != nil && verb == "create":
+				warn(constants.EventFailedToCreateService, "Failed to create the service %s/%s, %v", a.Service.Namespace, a.Service.Name, err)
+				errs = append(errs, err)
+			case err != nil:
+				warn(constants.EventFailedToUpdateService, "Failed to update the service %s/%s, %v", a.Service.Namespace, a.Service.Name, err)
+				errs = append(errs, err)
+			case verb == "create":
+				normal(constants.EventCreatedService, "Created the service %s/%s", a.Service.Namespace, a.Service.Name)
+			case verb == "update":
+				normal(constants.EventUpdatedService, "Updated the service %s/%s", a.Service.Namespace, a.Service.Name)
+			}
 		case SubmitJob:
 			if err := r.submit(ctx, job, a.Request); err != nil {
 				warn(constants.EventFailedToSubmitRayJob, "Failed to submit Ray job %s to RayCluster %s/%s: %v", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName, err)
@@ -233,6 +246,35 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 		}
 	}
 	return events, errors.Join(errs...)
+}
+
+// syncHeadService creates the RayJob's head Service, or points an existing one (which the RayJob must own)
+// at the current cluster's head. It runs once per attempt, when the cluster becomes ready, and reads the
+// Service from the API server: kray caches only the Services of its clusters. It returns the write it
+// attempted ("create", "update" or "").
+func (r *Reconciler) syncHeadService(ctx context.Context, job *rayv1.RayJob, desired *corev1.Service) (string, error) {
+	live := &corev1.Service{}
+	switch err := r.APIReader.Get(ctx, ctrl.ObjectKeyFromObject(desired), live); {
+	case apierrors.IsNotFound(err):
+		if err := r.Writer.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "create", fmt.Errorf("create the RayJob's head Service: %w", err)
+		}
+		return "create", nil
+	case err != nil:
+		return "update", fmt.Errorf("read the RayJob's head Service: %w", err)
+	}
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != job.UID {
+		return "update", fmt.Errorf("Service %s exists and is not controlled by this RayJob", live.Name)
+	}
+	if equality.Semantic.DeepEqual(live.Spec.Selector, desired.Spec.Selector) {
+		return "", nil
+	}
+	updated := live.DeepCopy()
+	updated.Spec.Selector = desired.Spec.Selector
+	if err := r.Writer.Update(ctx, updated); err != nil {
+		return "update", fmt.Errorf("point the RayJob's head Service at RayCluster %s: %w", job.Status.RayClusterName, err)
+	}
+	return "update", nil
 }
 
 // submit posts req to the job's cluster; a submission id the dashboard already holds was submitted before

@@ -14,6 +14,7 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
 // Why each verb: RayJobs are read, updated only to add and remove the ray.io/rayjob-finalizer (never the
@@ -22,7 +23,8 @@ import (
 // and deleted when it retries, is suspended or shuts down (only those it owns, by UID precondition), and
 // updated only by a DeleteWorkers deletion policy, which suspends the worker groups of a cluster it owns. Submitter Jobs are created and deleted
 // likewise. A cluster's token auth Secret is read by name, only for the dashboard calls of a cluster with
-// token auth.
+// token auth. The RayJob's head Service is read by name, created, and updated (its selector only) once per
+// attempt.
 
 // SetupWithManager registers the RayJob controller: every RayJob change, its own status writes included (the
 // watch event of a status write is what brings the next step, with the object that holds the new status),

@@ -353,6 +353,11 @@ func TestRayJobFailureRetriesOnNewClusters(t *testing.T) {
 	g.Expect(names).To(HaveLen(2), "one cluster per attempt")
 	g.Expect(names).To(ContainElement(cur.Status.RayClusterName))
 	g.Expect(dash.acceptedWithPrefix("flaky-")).To(HaveLen(2), "one submission per attempt")
+	svc := &corev1.Service{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "flaky-head-svc"}, svc)).To(Succeed())
+	g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(constants.LabelCluster, cur.Status.RayClusterName),
+		"the RayJob's head Service follows the last attempt's cluster")
+	g.Expect(eventMessages(g, job, constants.EventUpdatedService)).To(HaveLen(1))
 	g.Eventually(func(g Gomega) {
 		var list rayv1.RayClusterList
 		g.Expect(k8s.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
@@ -380,15 +385,15 @@ func TestRayJobDeadlineExceeded(t *testing.T) {
 	}, 3*time.Second, poll).Should(Succeed())
 }
 
-// A RayJob created suspended with a queue label (Kueue's flow) gets no cluster and no pod until it is
-// unsuspended; then it runs to completion. Suspending it again while it runs removes its cluster.
-func TestRayJobSuspendedUntilAdmitted(t *testing.T) {
+// A RayJob created suspended gets no cluster and no pod until it is unsuspended; then it runs to completion.
+// Suspending it again while it runs removes its cluster. (TestKueueRunsRayJobs runs the same flow driven by
+// the real Kueue.)
+func TestRayJobSuspendAndResume(t *testing.T) {
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
 	spec := rayJob(t, ns, "queued", rayv1.HTTPMode, func(j *rayv1.RayJob) {
-		j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "user-queue"}
 		j.Spec.Suspend = true
 		j.Spec.ShutdownAfterJobFinishes = true
 	})
