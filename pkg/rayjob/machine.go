@@ -209,11 +209,7 @@ func ownCluster(job *rayv1.RayJob, rc *rayv1.RayCluster) bool {
 // initializing creates the cluster, waits until it is ready, then starts the submission.
 func initializing(o Observed, d *Decision) {
 	job, st := o.Job, &d.Status
-	if job.Spec.Suspend {
-		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
-		return
-	}
-	if deadlineExceeded(o, d) {
+	if interrupted(o, d) {
 		return
 	}
 	if !clusterPresent(o, d) {
@@ -240,13 +236,8 @@ func initializing(o Observed, d *Decision) {
 		return
 	case rayv1.HTTPMode:
 	default: // K8sJobMode
-		if o.Submitter == nil {
-			sub, err := SubmitterJob(jobWithStatus(job, st), o.Cluster, url, o.Options)
-			if err != nil {
-				failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
-				return
-			}
-			d.Actions = append(d.Actions, Action{Kind: CreateSubmitter, Submitter: sub})
+		if o.Submitter == nil && !createSubmitter(o, d, url) {
+			return
 		}
 	}
 	st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
@@ -258,6 +249,28 @@ func jobWithStatus(job *rayv1.RayJob, st *rayv1.RayJobStatus) *rayv1.RayJob {
 	j := job.DeepCopy()
 	j.Status = *st.DeepCopy()
 	return j
+}
+
+// interrupted moves an attempt whose RayJob is being suspended to Suspending, or fails one past its
+// deadline, and reports whether it did either.
+func interrupted(o Observed, d *Decision) bool {
+	if o.Job.Spec.Suspend {
+		d.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
+		return true
+	}
+	return deadlineExceeded(o, d)
+}
+
+// createSubmitter asks for the attempt's submitter Job, or fails the attempt when it cannot be built; it
+// reports whether the Job was asked for.
+func createSubmitter(o Observed, d *Decision, address string) bool {
+	sub, err := SubmitterJob(jobWithStatus(o.Job, &d.Status), o.Cluster, address, o.Options)
+	if err != nil {
+		failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
+		return false
+	}
+	d.Actions = append(d.Actions, Action{Kind: CreateSubmitter, Submitter: sub})
+	return true
 }
 
 // clusterPresent asks for the RayJob's cluster when it is missing and reports whether it exists. A missing
@@ -304,11 +317,7 @@ func failJob(d *Decision, reason rayv1.JobFailedReason, message string) {
 // running follows the submission until the Ray job and (in K8sJobMode) its submitter have finished.
 func running(o Observed, d *Decision) {
 	job, st := o.Job, &d.Status
-	if job.Spec.Suspend {
-		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
-		return
-	}
-	if deadlineExceeded(o, d) {
+	if interrupted(o, d) {
 		return
 	}
 	if rayv1.IsJobTerminal(st.JobStatus) && st.RayJobStatusInfo.EndTime != nil &&
@@ -394,16 +403,10 @@ func msTime(ms uint64, prev *metav1.Time) *metav1.Time {
 // submitter reads the K8sJobMode submitter Job: when it finished, and whether its failure failed the RayJob.
 // A missing submitter is created again; its script submits only what the dashboard does not hold.
 func submitter(o Observed, d *Decision) (*metav1.Time, bool) {
-	job, st := o.Job, &d.Status
+	st := &d.Status
 	sub := o.Submitter
 	if sub == nil {
-		built, err := SubmitterJob(jobWithStatus(job, st), o.Cluster, st.DashboardURL, o.Options)
-		if err != nil {
-			failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
-			return nil, true
-		}
-		d.Actions = append(d.Actions, Action{Kind: CreateSubmitter, Submitter: built})
-		return nil, false
+		return nil, !createSubmitter(o, d, st.DashboardURL)
 	}
 	var finishedAt *metav1.Time
 	for _, c := range sub.Status.Conditions {

@@ -135,6 +135,23 @@ func (e *env) reconciler() *Reconciler {
 		}}
 }
 
+// newEnvWithJob is an env holding job as a user creates it: no UID (the fake API assigns one), no finalizer.
+func newEnvWithJob(t *testing.T, job *rayv1.RayJob) *env {
+	t.Helper()
+	job.Finalizers = nil
+	job.UID = ""
+	return newEnv(t, job)
+}
+
+// steps reconciles the RayJob n times, each time with a new operator instance, marking clusters ready.
+func (e *env) steps(n int) {
+	e.t.Helper()
+	for i := 0; i < n; i++ {
+		e.reconcile(e.reconciler(), "train")
+		e.playRayCluster()
+	}
+}
+
 func (e *env) reconcile(r *Reconciler, name string) reconcile.Result {
 	e.t.Helper()
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
@@ -183,10 +200,7 @@ func (e *env) count(verb, kind string) int {
 }
 
 func TestHTTPModeOneClusterAndOneSubmissionAcrossRestartsAndConflicts(t *testing.T) {
-	job := newJob(mode(rayv1.HTTPMode))
-	job.Finalizers = nil
-	job.UID = ""
-	e := newEnv(t, job)
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
 	// Every step runs with a new operator instance, and every status write fails once with a conflict
 	// first: the retried reconcile must reuse the names already stored, not make new ones.
 	step := func() {
@@ -230,14 +244,8 @@ func TestHTTPModeOneClusterAndOneSubmissionAcrossRestartsAndConflicts(t *testing
 }
 
 func TestK8sJobModeCreatesOneSubmitter(t *testing.T) {
-	job := newJob()
-	job.Finalizers = nil
-	job.UID = ""
-	e := newEnv(t, job)
-	for i := 0; i < 6; i++ {
-		e.reconcile(e.reconciler(), "train")
-		e.playRayCluster()
-	}
+	e := newEnvWithJob(t, newJob())
+	e.steps(6)
 	st := e.job("train").Status
 	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
 		t.Fatalf("status %s, want Running", st.JobDeploymentStatus)
@@ -283,14 +291,8 @@ func TestK8sJobModeCreatesOneSubmitter(t *testing.T) {
 }
 
 func TestDeletingARunningRayJobStopsTheRayJob(t *testing.T) {
-	job := newJob(mode(rayv1.HTTPMode))
-	job.Finalizers = nil
-	job.UID = ""
-	e := newEnv(t, job)
-	for i := 0; i < 6; i++ {
-		e.reconcile(e.reconciler(), "train")
-		e.playRayCluster()
-	}
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(6)
 	id := e.job("train").Status.JobId
 	if e.dash.accepted != 1 {
 		t.Fatalf("not submitted: %+v", e.job("train").Status)
@@ -313,13 +315,8 @@ func TestTokenAuthClusterGetsTheTokenOnDashboardCalls(t *testing.T) {
 		j.Spec.RayClusterSpec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 		j.Spec.RayClusterSpec.RayVersion = "2.52.0"
 	})
-	job.Finalizers = nil
-	job.UID = ""
-	e := newEnv(t, job)
-	for i := 0; i < 3; i++ {
-		e.reconcile(e.reconciler(), "train")
-		e.playRayCluster()
-	}
+	e := newEnvWithJob(t, job)
+	e.steps(3)
 	name := e.job("train").Status.RayClusterName
 	if name == "" {
 		t.Fatalf("no cluster named: %+v", e.job("train").Status)

@@ -562,25 +562,13 @@ func TestKubeRayRayJobSamplesComplete(t *testing.T) {
 	needFakeDashboard(t)
 	samples := []string{"ray-job.sample.yaml", "ray-job.shutdown.yaml", "ray-job.resources.yaml",
 		"ray-job.custom-head-svc.yaml", "ray-job.light-weight-submitter.yaml"}
-	dir := kubeRaySamplesDir(t)
 	for _, file := range samples {
 		t.Run(file, func(t *testing.T) {
 			g := NewWithT(t)
 			ns := namespace(t)
 			clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
 			player := playSubmitters(t, ns)
-			data, err := os.ReadFile(filepath.Join(dir, file))
-			g.Expect(err).NotTo(HaveOccurred())
-			var job *rayv1.RayJob
-			for _, doc := range splitYAML(data) {
-				obj := &rayv1.RayJob{}
-				if yaml.Unmarshal(doc, obj) == nil && obj.Kind == "RayJob" {
-					job = obj
-				}
-			}
-			g.Expect(job).NotTo(BeNil())
-			job.Namespace = ns
-			createJob(t, job)
+			job := createJob(t, kubeRayJobSample(t, file, ns))
 			cur := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)
 			g.Expect(player.errors()).To(BeEmpty())
 			g.Expect(cur.Status.JobStatus).To(Equal(rayv1.JobStatusSucceeded))
@@ -599,6 +587,24 @@ func kubeRaySamplesDir(t *testing.T) string {
 	return filepath.Join(dir, "config", "samples")
 }
 
+// kubeRayJobSample is the RayJob of KubeRay's sample file, placed in ns.
+func kubeRayJobSample(t *testing.T, file, ns string) *rayv1.RayJob {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(kubeRaySamplesDir(t), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range splitYAML(data) {
+		job := &rayv1.RayJob{}
+		if yaml.Unmarshal(doc, job) == nil && job.Kind == "RayJob" {
+			job.Namespace = ns
+			return job
+		}
+	}
+	t.Fatalf("%s holds no RayJob", file)
+	return nil
+}
+
 // splitYAML splits a multi-document YAML file into its documents.
 func splitYAML(data []byte) [][]byte {
 	var docs [][]byte
@@ -614,7 +620,6 @@ func splitYAML(data []byte) [][]byte {
 // RayJobDeletionPolicy gate is off, its default) are admitted by the CRD, then reported as ValidationFailed
 // with the reason and an InvalidRayJobSpec event; nothing is created.
 func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
-	dir := kubeRaySamplesDir(t)
 	for file, want := range map[string]string{
 		"ray-job.sidecar-mode.yaml":   "SidecarMode is not supported by kray",
 		"ray-job.deletion-rules.yaml": "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy",
@@ -623,18 +628,7 @@ func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 			g := NewWithT(t)
 			ns := namespace(t)
 			clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
-			data, err := os.ReadFile(filepath.Join(dir, file))
-			g.Expect(err).NotTo(HaveOccurred())
-			var job *rayv1.RayJob
-			for _, doc := range splitYAML(data) {
-				obj := &rayv1.RayJob{}
-				if yaml.Unmarshal(doc, obj) == nil && obj.Kind == "RayJob" {
-					job = obj
-				}
-			}
-			g.Expect(job).NotTo(BeNil())
-			job.Namespace = ns
-			createJob(t, job)
+			job := createJob(t, kubeRayJobSample(t, file, ns))
 			cur := waitJobState(t, job, rayv1.JobDeploymentStatusValidationFailed)
 			g.Expect(cur.Status.Reason).To(Equal(rayv1.ValidationFailed))
 			g.Expect(cur.Status.Message).To(ContainSubstring(want))
