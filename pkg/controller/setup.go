@@ -25,6 +25,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/status"
 )
 
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
@@ -115,45 +116,67 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.Ingress{}).
 		Owns(&batchv1.Job{}).
-		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headPodsAtOnce: true}).
+		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headLossAtOnce: true}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
 }
 
 // clusterHandler enqueues the RayCluster named by an object's ray.io/cluster label, after up to batch: a
 // burst of events (a 500-pod scale-up, and Kruise's status writes for each of those pods) becomes a few
-// reconciles and status writes instead of one per event. With headPodsAtOnce, head pod events are never
-// delayed: HeadPodReady must see a head that is down for less than that.
+// reconciles and status writes instead of one per event. With headLossAtOnce, an event that shows the head
+// going down (no longer Ready, ended, deleted or being deleted) is never delayed: HeadPodReady must see a
+// head that is down for less than the window. A head coming up (created, Running, Ready) is batched like the
+// workers, so a new cluster's head and workers becoming ready cost one status write, not one each.
 type clusterHandler struct {
 	batch          time.Duration
-	headPodsAtOnce bool
+	headLossAtOnce bool
 }
 
 func (h clusterHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, q)
+	h.enqueue(e.Object, q, false)
 }
 
 func (h clusterHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.ObjectNew, q)
+	h.enqueue(e.ObjectNew, q, h.headLossAtOnce && isHead(e.ObjectNew) && headLost(e.ObjectOld, e.ObjectNew))
 }
 
 func (h clusterHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, q)
+	h.enqueue(e.Object, q, h.headLossAtOnce && isHead(e.Object))
 }
 
 func (h clusterHandler) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, q)
+	h.enqueue(e.Object, q, false)
 }
 
-func (h clusterHandler) enqueue(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// enqueue adds obj's cluster to the queue, at once when urgent or when batching is off, else after batch.
+func (h clusterHandler) enqueue(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], urgent bool) {
 	name, ok := obj.GetLabels()[constants.LabelCluster]
 	if !ok {
 		return
 	}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}
-	if h.batch <= 0 || (h.headPodsAtOnce && obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead) {
+	if h.batch <= 0 || urgent {
 		q.Add(req)
 		return
 	}
 	q.AddAfter(req, h.batch)
+}
+
+// isHead reports whether obj is a head pod.
+func isHead(obj client.Object) bool {
+	return obj.GetLabels()[constants.LabelNodeType] == constants.NodeTypeHead
+}
+
+// headLost reports whether a head pod's update takes it down: it stops being Ready, ends, or is being
+// deleted.
+func headLost(oldObj, newObj client.Object) bool {
+	newPod, ok := newObj.(*corev1.Pod)
+	if !ok {
+		return true
+	}
+	if newPod.DeletionTimestamp != nil || newPod.Status.Phase == corev1.PodFailed || newPod.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	oldPod, ok := oldObj.(*corev1.Pod)
+	return ok && status.PodReady(oldPod) && !status.PodReady(newPod)
 }

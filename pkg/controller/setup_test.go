@@ -16,24 +16,46 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 )
 
-// Worker pod and workload events reach the queue after the batch window; head pod events at once; objects
-// without the cluster label never.
-func TestClusterHandlerBatchesAllButHeadPods(t *testing.T) {
+// Worker pod and workload events reach the queue after the batch window, and so does a head coming up; a
+// head going down (no longer Ready, failed, being deleted, deleted) at once; objects without the cluster label
+// never.
+func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 	labelled := func(obj client.Object, nodeType string) client.Object {
 		obj.SetNamespace("ns")
 		obj.SetName("x")
 		obj.SetLabels(map[string]string{constants.LabelCluster: "c", constants.LabelNodeType: nodeType})
 		return obj
 	}
+	pod := func(nodeType string, ready bool, edit func(*corev1.Pod)) *corev1.Pod {
+		p := labelled(&corev1.Pod{}, nodeType).(*corev1.Pod)
+		p.Status.Phase = corev1.PodRunning
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	head := clusterHandler{batch: 50 * time.Millisecond, headLossAtOnce: true}
 	cases := []struct {
-		name    string
-		handler clusterHandler
-		obj     client.Object
-		atOnce  bool
-		never   bool
+		name     string
+		handler  clusterHandler
+		old, obj client.Object
+		deleted  bool
+		atOnce   bool
+		never    bool
 	}{
-		{name: "worker pod", handler: clusterHandler{batch: 50 * time.Millisecond, headPodsAtOnce: true}, obj: labelled(&corev1.Pod{}, constants.NodeTypeWorker)},
-		{name: "head pod", handler: clusterHandler{batch: 50 * time.Millisecond, headPodsAtOnce: true}, obj: labelled(&corev1.Pod{}, constants.NodeTypeHead), atOnce: true},
+		{name: "worker pod", handler: head, old: pod(constants.NodeTypeWorker, true, nil), obj: pod(constants.NodeTypeWorker, false, nil)},
+		{name: "head becomes ready", handler: head, old: pod(constants.NodeTypeHead, false, nil), obj: pod(constants.NodeTypeHead, true, nil)},
+		{name: "head stops being ready", handler: head, old: pod(constants.NodeTypeHead, true, nil), obj: pod(constants.NodeTypeHead, false, nil), atOnce: true},
+		{name: "head failed", handler: head, old: pod(constants.NodeTypeHead, false, nil),
+			obj: pod(constants.NodeTypeHead, false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), atOnce: true},
+		{name: "head being deleted", handler: head, old: pod(constants.NodeTypeHead, true, nil),
+			obj: pod(constants.NodeTypeHead, true, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }), atOnce: true},
+		{name: "head deleted", handler: head, obj: pod(constants.NodeTypeHead, true, nil), deleted: true, atOnce: true},
 		{name: "CloneSet", handler: clusterHandler{batch: 50 * time.Millisecond}, obj: labelled(&kruisev1alpha1.CloneSet{}, constants.NodeTypeWorker)},
 		{name: "batching off", handler: clusterHandler{}, obj: labelled(&corev1.Pod{}, constants.NodeTypeWorker), atOnce: true},
 		{name: "no cluster label", handler: clusterHandler{batch: 50 * time.Millisecond}, obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, never: true},
@@ -42,7 +64,15 @@ func TestClusterHandlerBatchesAllButHeadPods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			tc.handler.Update(context.Background(), event.UpdateEvent{ObjectOld: tc.obj, ObjectNew: tc.obj}, q)
+			old := tc.old
+			if old == nil {
+				old = tc.obj
+			}
+			if tc.deleted {
+				tc.handler.Delete(context.Background(), event.DeleteEvent{Object: tc.obj}, q)
+			} else {
+				tc.handler.Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: tc.obj}, q)
+			}
 			if got := q.Len(); got != map[bool]int{true: 1, false: 0}[tc.atOnce] {
 				t.Fatalf("queue length right after the event: %d", got)
 			}

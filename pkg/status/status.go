@@ -108,7 +108,7 @@ func workers(rc *rayv1.RayCluster, st *rayv1.RayClusterStatus, pods []corev1.Pod
 			continue
 		}
 		available++
-		if podReady(p) {
+		if PodReady(p) {
 			ready++
 		}
 	}
@@ -176,7 +176,8 @@ func endpoints(svc *corev1.Service) map[string]string {
 	return out
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -187,7 +188,7 @@ func podReady(p *corev1.Pod) bool {
 
 func allRunningAndReady(pods []corev1.Pod) bool {
 	for i := range pods {
-		if pods[i].Status.Phase != corev1.PodRunning || !podReady(&pods[i]) {
+		if pods[i].Status.Phase != corev1.PodRunning || !PodReady(&pods[i]) {
 			return false
 		}
 	}
