@@ -10,9 +10,10 @@ import (
 	"k8s.io/component-base/featuregate"
 )
 
-// WorkerPodEventBatching delays the reconcile that a worker pod event or a Kruise workload event triggers by
-// a short window, so a burst of events (a large scale-up, Kruise's status writes for each pod) becomes a few
-// reconciles and status writes. Head pod events are never delayed. Beta, on by default.
+// WorkerPodEventBatching delays the reconcile that a pod event or a Kruise workload event triggers by a short
+// window, so a burst of events (a large scale-up, Kruise's status writes for each pod, a new cluster's head
+// and workers coming up) becomes a few reconciles and status writes. An event that shows the head going down
+// is never delayed. Beta, on by default.
 const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 
 // RayMultiHostIndexing labels the workers of single-host groups with their replica index too (KubeRay's gate
