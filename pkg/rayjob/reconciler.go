@@ -83,20 +83,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	d := Next(o)
+	// Events about the actions are recorded whatever happens to the status write, because the writes
+	// happened; the decision's own events (a refused spec) only once the status that says so is stored.
 	events, actErr := r.act(ctx, job, d)
 	res := reconcile.Result{RequeueAfter: d.RequeueAfter}
+	statusStored := true
 	if !equality.Semantic.DeepEqual(job.Status, d.Status) {
 		updated := job.DeepCopy()
 		updated.Status = d.Status
 		switch err := r.Writer.UpdateStatus(ctx, updated); {
 		case apierrors.IsConflict(err):
+			statusStored = false
 			res = reconcile.Result{RequeueAfter: time.Second} // a newer RayJob is on its way to the cache
 		case err != nil:
+			statusStored = false
 			actErr = errors.Join(actErr, fmt.Errorf("write the RayJob status: %w", err))
-		default:
-			events = append(d.Events, events...)
 		}
-	} else {
+	}
+	if statusStored {
 		events = append(d.Events, events...)
 	}
 	for _, e := range events {

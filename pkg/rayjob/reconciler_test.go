@@ -3,6 +3,8 @@ package rayjob
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -330,5 +332,28 @@ func TestTokenAuthClusterGetsTheTokenOnDashboardCalls(t *testing.T) {
 	}
 	if e.dash.accepted != 1 || e.dash.lastToken != "s3cret" {
 		t.Errorf("accepted %d with token %q, want one submission carrying the cluster's token", e.dash.accepted, e.dash.lastToken)
+	}
+}
+
+// The event of a write that happened is recorded even when the status write after it loses a conflict.
+func TestActionEventsSurviveAFailedStatusWrite(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(2) // the finalizer, then the names
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+		t.Fatalf("status %s, want Initializing", st.JobDeploymentStatus)
+	}
+	e.reconcile(e.reconciler(), "train") // creates the cluster
+	e.playRayCluster()
+	e.writer.FailOnce(writetest.Status, "RayJob", "train", apierrors.NewConflict(schema.GroupResource{Resource: "rayjobs"}, "train", nil))
+	e.reconcile(e.reconciler(), "train") // the cluster is ready: the head Service, then Running, whose status write conflicts
+	var reasons []string
+	for len(e.rec.Events) > 0 {
+		reasons = append(reasons, strings.Fields(<-e.rec.Events)[1])
+	}
+	if !slices.Contains(reasons, constants.EventCreatedRayCluster) || !slices.Contains(reasons, constants.EventCreatedService) {
+		t.Errorf("events %v, want CreatedRayCluster and CreatedService although the status write conflicted", reasons)
+	}
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+		t.Errorf("status %s: the conflicting write must not have landed", st.JobDeploymentStatus)
 	}
 }
