@@ -36,7 +36,12 @@ prepare() {
   kubectl create namespace kray-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -k "${ROOT}/config/rbac" >/dev/null
   kubectl apply --server-side --force-conflicts -f "${ROOT}/config/crd/bases" >/dev/null
-  kubectl wait --for condition=established --timeout=60s -f "${ROOT}/config/crd/bases" >/dev/null
+  # A CRD just created may report `conditions: null` for a moment, which kubectl wait takes for an error.
+  local deadline=$((SECONDS + 60))
+  until kubectl wait --for condition=established --timeout=10s -f "${ROOT}/config/crd/bases" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { echo "kray's CRDs are not established after 60 s" >&2; return 1; }
+    sleep 0.5
+  done
   "${ROOT}/hack/cluster.sh" kubeconfig-for-sa kray-system kray-operator "${SA_KUBECONFIG}" >/dev/null
 }
 
