@@ -10,13 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
-	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/ray"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -52,7 +51,7 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	}
 	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
 	gcs := r.gcsAddress(s)
-	token, tokenErr := r.authToken(ctx, s)
+	token, tokenErr := authtoken.Read(ctx, r.APIReader, s.effective) // only while a worker waits for its drain
 	gcsClient := r.rayClient(gcs, token)
 	if tokenErr != nil {
 		gcsClient = failedClient{tokenErr}
@@ -206,32 +205,6 @@ func (r *Reconciler) rayClient(address, token string) ray.Client {
 		return failedClient{err}
 	}
 	return c
-}
-
-// errK8sTokenAuth reports a cluster whose GCS checks Kubernetes tokens (enableK8sTokenAuth), which the drain
-// client does not send: such drains fall back to the timeout.
-var errK8sTokenAuth = errors.New("the cluster uses Kubernetes token auth (enableK8sTokenAuth), which kray's drain client does not support")
-
-// authToken returns the token the cluster's GCS expects, "" when token auth is off. It reads the Secret by
-// name straight from the API server (get only: no list, no watch, no Secret kept in memory), and only when a
-// worker is waiting for its drain.
-func (r *Reconciler) authToken(ctx context.Context, s *state) (string, error) {
-	switch {
-	case !spec.AuthEnabled(s.effective):
-		return "", nil
-	case spec.K8sTokenAuth(s.effective):
-		return "", errK8sTokenAuth
-	}
-	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: names.AuthSecretFor(s.effective)}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, key, secret); err != nil {
-		return "", fmt.Errorf("read the Ray auth token from Secret %s: %w", key, err)
-	}
-	token := string(secret.Data[builder.AuthTokenKey])
-	if token == "" {
-		return "", fmt.Errorf("Secret %s holds no %q key", key, builder.AuthTokenKey)
-	}
-	return token, nil
 }
 
 // failedClient is the client of a GCS that cannot be called: it could not be dialed, or the cluster's auth

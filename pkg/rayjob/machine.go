@@ -197,6 +197,11 @@ func start(o Observed, st *rayv1.RayJobStatus) {
 	st.EndTime = nil
 }
 
+// submitterJobMode reports whether job submits through a submitter Job (K8sJobMode, the default).
+func submitterJobMode(job *rayv1.RayJob) bool {
+	return job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == ""
+}
+
 // selectorMode reports whether job runs on a RayCluster the user created and selected.
 func selectorMode(job *rayv1.RayJob) bool { return len(job.Spec.ClusterSelector) != 0 }
 
@@ -340,7 +345,7 @@ func running(o Observed, d *Decision) {
 	}
 	d.wantRequeue(PollInterval)
 	var finishedAt *metav1.Time
-	if job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == "" {
+	if submitterJobMode(job) {
 		var failed bool
 		finishedAt, failed = submitter(o, d)
 		if finishedAt != nil && !rayv1.IsJobTerminal(st.JobStatus) && !o.Now.Before(finishedAt.Add(SubmitterFinishedTimeout)) &&
@@ -380,8 +385,7 @@ func running(o Observed, d *Decision) {
 	st.Message = info.Message
 	st.RayJobStatusInfo.StartTime = msTime(info.StartTime, st.RayJobStatusInfo.StartTime)
 	st.RayJobStatusInfo.EndTime = msTime(info.EndTime, st.RayJobStatusInfo.EndTime)
-	hasSubmitter := job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == ""
-	if !rayv1.IsJobTerminal(info.Status) || (hasSubmitter && finishedAt == nil) {
+	if !rayv1.IsJobTerminal(info.Status) || (submitterJobMode(job) && finishedAt == nil) {
 		st.Reason = ""
 		return
 	}

@@ -22,11 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
-	"github.com/kray-project/kray/pkg/names"
-	"github.com/kray-project/kray/pkg/spec"
 )
 
 // Writer is every kind of write the RayJob controller makes to the API server, so a test can record each
@@ -153,17 +152,9 @@ func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.Ra
 		}
 		base = "http://" + job.Status.DashboardURL
 	}
-	token := ""
-	if spec.AuthEnabled(rc) {
-		if spec.K8sTokenAuth(rc) {
-			return nil, errors.New("the cluster uses Kubernetes token auth (enableK8sTokenAuth), which kray's dashboard client does not support")
-		}
-		secret := &corev1.Secret{}
-		key := ctrl.ObjectKey{Namespace: rc.Namespace, Name: names.AuthSecretFor(rc)}
-		if err := r.APIReader.Get(ctx, key, secret); err != nil {
-			return nil, fmt.Errorf("read the Ray auth token from Secret %s: %w", key, err)
-		}
-		token = string(secret.Data[builder.AuthTokenKey])
+	token, err := authtoken.Read(ctx, r.APIReader, rc)
+	if err != nil {
+		return nil, err
 	}
 	return r.Dashboards.Jobs(base, token), nil
 }
