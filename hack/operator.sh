@@ -10,6 +10,8 @@
 #   kill        SIGKILL the operator (a crash, for tests) and wait until it is gone
 #   foreground  like start, but runs in the foreground (Ctrl-C stops it)
 #   status      exit 0 when the operator is running
+#   prepare     only the first step of start: kray's CRDs (applied and established), config/rbac, the
+#               ServiceAccount kubeconfig
 # Environment: KRAY_OPERATOR_ARGS (extra flags), KRAY_OPERATOR_PROBE_PORT (default 28081),
 # KRAY_OPERATOR_INSTANCE (a name for a second replica, e.g. for leader election tests: its own PID file and
 # log, kray-operator-<name>.pid/.log; give it its own KRAY_OPERATOR_PROBE_PORT).
@@ -30,7 +32,8 @@ running() {
   [[ -f "${PID_FILE}" ]] && kill -0 "$(cat "${PID_FILE}")" 2>/dev/null
 }
 
-# prepare grants the operator's ServiceAccount the ClusterRole from config/rbac and writes its kubeconfig.
+# prepare applies kray's CRDs and waits until they are established, grants the operator's ServiceAccount the
+# ClusterRole from config/rbac and writes its kubeconfig.
 prepare() {
   mkdir -p "${LOCAL}/run" "${LOCAL}/logs" "${LOCAL}/kubeconfigs"
   kubectl create namespace kray-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -123,5 +126,6 @@ case "${1:-}" in
   kill) crash ;;
   foreground) foreground ;;
   status) running ;;
+  prepare) prepare ;;
   *) echo "usage: $0 start|stop|kill|foreground|status" >&2; exit 2 ;;
 esac

@@ -13,13 +13,7 @@ NAMESPACE="${KRAY_SAMPLE_NAMESPACE:-default}"
 
 "${ROOT}/hack/cluster.sh" up
 "${ROOT}/hack/operator.sh" stop # an operator left by `make e2e` would fight this one
-kubectl apply --server-side --force-conflicts -f "${ROOT}/config/crd/bases" >/dev/null
-# A CRD just created may report `conditions: null` for a moment, which kubectl wait takes for an error.
-deadline=$((SECONDS + 60))
-until kubectl wait --for condition=established --timeout=10s -f "${ROOT}/config/crd/bases" >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || { echo "kray's CRDs are not established after 60 s" >&2; exit 1; }
-  sleep 0.5
-done
+"${ROOT}/hack/operator.sh" prepare # the CRDs (established) and the operator's RBAC, before the sample
 kubectl apply -n "${NAMESPACE}" -f "${SAMPLE}"
 name="$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "${SAMPLE}")"
 

@@ -4,13 +4,7 @@
 # queued when they are created suspended, which is what Kueue's mutating webhook would do. Sourced by
 # hack/cluster.sh (verbs start-kueue, stop-kueue).
 
-kueue_module_dir() {
-  local dir
-  dir="$(cd / && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@${KUEUE_VERSION}" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -d "${dir}" ]] || die "cannot locate sigs.k8s.io/kueue@${KUEUE_VERSION} in the module cache"
-  printf '%s' "${dir}"
-}
+kueue_module_dir() { module_dir sigs.k8s.io/kueue "${KUEUE_VERSION}"; }
 
 install_kueue_crds() {
   local bases

@@ -4,13 +4,16 @@
 # k) it uses.
 
 # kruise_module_dir prints the module cache directory of github.com/openkruise/kruise@KRUISE_VERSION.
-kruise_module_dir() {
+# module_dir prints the module cache directory of MODULE@VERSION, downloading it through the proxy if needed.
+module_dir() {
   local dir
-  dir="$(cd / && GOFLAGS=-mod=mod go mod download -json "github.com/openkruise/kruise@${KRUISE_VERSION}" |
+  dir="$(cd / && GOFLAGS=-mod=mod go mod download -json "$1@$2" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -d "${dir}" ]] || die "cannot locate github.com/openkruise/kruise@${KRUISE_VERSION} in the module cache"
+  [[ -d "${dir}" ]] || die "cannot locate $1@$2 in the module cache"
   printf '%s' "${dir}"
 }
+
+kruise_module_dir() { module_dir github.com/openkruise/kruise "${KRUISE_VERSION}"; }
 
 # create_if_absent FILE creates the objects of FILE that do not exist yet and leaves existing ones alone:
 # re-applying the Kruise webhook configurations after kruise rewrote them would merge `url` and `service`,
