@@ -37,6 +37,7 @@ var version = "dev"
 type options struct {
 	metricsAddr   string
 	probeAddr     string
+	pprofAddr     string
 	leaderElect   bool
 	leaderElectNS string
 	concurrency   int
@@ -60,6 +61,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	o := options{gates: features.New()}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address Go's /debug/pprof endpoints bind to, for profiling the operator; empty disables them")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "RayClusters reconciled in parallel")
@@ -144,6 +146,7 @@ func run(o options) error {
 		Cache:                   controller.CacheOptions(namespaces),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kray-operator.ray.io",
 		LeaderElectionNamespace: o.leaderElectNS,

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,12 +26,14 @@ import (
 
 // config is everything a run depends on; it is recorded verbatim in the results.
 type config struct {
-	Root          string        `json:"-"`
-	LocalDir      string        `json:"localDir"`
-	KrayBinary    string        `json:"krayBinary"`
-	KubeRayBinary string        `json:"kuberayBinary"`
-	KubeRayCRDs   string        `json:"kuberayCRDs"`
-	Operators     []string      `json:"operators"`
+	Root          string   `json:"-"`
+	LocalDir      string   `json:"localDir"`
+	KrayBinary    string   `json:"krayBinary"`
+	KubeRayBinary string   `json:"kuberayBinary"`
+	KubeRayCRDs   string   `json:"kuberayCRDs"`
+	Operators     []string `json:"operators"`
+	// Scenarios, when set, runs only the named scenarios (a partial run, for profiling; never committed).
+	Scenarios     []string      `json:"scenarios,omitempty"`
 	Clusters      int           `json:"clusters"`
 	CreateRate    float64       `json:"createRatePerSecond"`
 	ScaleTo       int           `json:"scaleTo"`
@@ -73,12 +76,13 @@ func parseFlags() config {
 		log.Fatal(err)
 	}
 	cfg := config{Root: root}
-	var ops, krayArgs, kuberayArgs string
+	var ops, only, krayArgs, kuberayArgs string
 	flag.StringVar(&cfg.LocalDir, "local-dir", filepath.Join(root, ".local-bench"), "state directory of the benchmark cluster (never .local)")
 	flag.StringVar(&cfg.KrayBinary, "kray", filepath.Join(root, "bin/kray-operator"), "kray operator binary")
 	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-v1.5.0/ray-operator"), "KubeRay operator binary")
 	flag.StringVar(&cfg.KubeRayCRDs, "kuberay-crds", "", "KubeRay's config/crd/bases directory (required when kuberay runs)")
 	flag.StringVar(&ops, "operators", "kray,kuberay,"+kruiseAlone, "operators to measure, in order ("+kruiseAlone+": no operator, kray's built objects applied directly)")
+	flag.StringVar(&only, "scenarios", "", "comma-separated scenarios to run (default: all)")
 	flag.IntVar(&cfg.Clusters, "clusters", 100, "RayClusters (1 head + 3 workers) created in the create scenario")
 	flag.Float64Var(&cfg.CreateRate, "rate", 10, "RayClusters created per second")
 	flag.IntVar(&cfg.ScaleTo, "scale-to", 500, "workers of the big cluster in the scale scenario")
@@ -98,6 +102,9 @@ func parseFlags() config {
 	flag.StringVar(&cfg.RenderOnly, "render-only", "", "re-render the report and chart from this results.json; measure nothing")
 	flag.Parse()
 	cfg.Operators = strings.Split(ops, ",")
+	if only != "" {
+		cfg.Scenarios = strings.Split(only, ",")
+	}
 	cfg.KrayArgs = strings.Fields(krayArgs)
 	cfg.KubeRayArgs = strings.Fields(kuberayArgs)
 	if cfg.PodStartJitter > cfg.PodStartDelay {
@@ -137,6 +144,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	return firstErr
+}
+
+// runs reports whether the scenario named name is part of this run.
+func (cfg config) runs(name string) bool {
+	return len(cfg.Scenarios) == 0 || slices.Contains(cfg.Scenarios, name)
 }
 
 // render rewrites the report and chart from cfg.RenderOnly, keeping the recorded run's configuration.
@@ -183,7 +195,7 @@ func measure(ctx context.Context, cfg config, op *operator) (or operatorResult, 
 		if ctx.Err() != nil {
 			return or, ctx.Err()
 		}
-		if op.name == kruiseAlone && !sc.floor {
+		if op.name == kruiseAlone && !sc.floor || !cfg.runs(sc.name) {
 			continue
 		}
 		log.Printf("%s: scenario %s", op.name, sc.name)

@@ -143,6 +143,8 @@ type procSample struct {
 	Requests map[string]float64 `json:"requests"`
 	// Errors are the requests above answered with a code outside 2xx (throttling shows here as 429).
 	Errors map[string]float64 `json:"errors"`
+	// Reconciles are controller_runtime_reconcile_total of the RayCluster controller (every result).
+	Reconciles float64 `json:"rayclusterReconciles"`
 }
 
 // clockTicks is USER_HZ, which is 100 on every Linux platform Go supports.
@@ -170,28 +172,30 @@ func sampleProcess(pid int, metricsURL string) (procSample, error) {
 			s.PeakRSSMiB = kb / 1024
 		}
 	}
-	s.Requests, s.Errors, err = scrapeRequests(metricsURL)
+	s.Requests, s.Errors, s.Reconciles, err = scrapeMetrics(metricsURL)
 	return s, err
 }
 
-// scrapeRequests sums controller-runtime's rest_client_requests_total{code,host,method} per method, and
-// separately the non-2xx part, from a Prometheus text endpoint.
-func scrapeRequests(url string) (all, errs map[string]float64, err error) {
+// scrapeMetrics reads a Prometheus text endpoint: controller-runtime's rest_client_requests_total{code,host,method}
+// summed per method, separately the non-2xx part, and the RayCluster controller's reconciles
+// (controller_runtime_reconcile_total of the controller whose name contains "raycluster": kray's
+// "raycluster", KubeRay's "raycluster-controller").
+func scrapeMetrics(url string) (all, errs map[string]float64, reconciles float64, err error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, nil, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	all, errs = map[string]float64{}, map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "rest_client_requests_total{")
-		if !ok {
+		name, rest, ok := strings.Cut(sc.Text(), "{")
+		if !ok || (name != "rest_client_requests_total" && name != "controller_runtime_reconcile_total") {
 			continue
 		}
 		labelText, valueText, ok := strings.Cut(rest, "} ")
@@ -203,12 +207,18 @@ func scrapeRequests(url string) (all, errs map[string]float64, err error) {
 			continue
 		}
 		labels := parseLabels(labelText)
+		if name == "controller_runtime_reconcile_total" {
+			if strings.Contains(strings.ToLower(labels["controller"]), "raycluster") {
+				reconciles += v
+			}
+			continue
+		}
 		all[labels["method"]] += v
 		if !strings.HasPrefix(labels["code"], "2") {
 			errs[labels["method"]] += v
 		}
 	}
-	return all, errs, sc.Err()
+	return all, errs, reconciles, sc.Err()
 }
 
 // parseLabels parses `a="x",b="y"`; label values here never contain quotes or commas.
@@ -225,7 +235,7 @@ func parseLabels(s string) map[string]string {
 
 // delta is after minus before, per counter; the peak RSS is after's (a high-water mark).
 func delta(before, after procSample) procSample {
-	d := procSample{CPUSeconds: after.CPUSeconds - before.CPUSeconds, PeakRSSMiB: after.PeakRSSMiB,
+	d := procSample{CPUSeconds: after.CPUSeconds - before.CPUSeconds, PeakRSSMiB: after.PeakRSSMiB, Reconciles: after.Reconciles - before.Reconciles,
 		Requests: map[string]float64{}, Errors: map[string]float64{}}
 	for k, v := range after.Requests {
 		if x := v - before.Requests[k]; x != 0 {

@@ -263,6 +263,7 @@ func rowsFor(sr *scenarioResult) []row {
 		row{label: "operator peak RSS (VmHWM)", unit: "MiB", get: func(s *scenarioResult) float64 { return s.Operator.PeakRSSMiB }},
 		row{label: "kruise-manager peak RSS (VmHWM)", unit: "MiB", get: func(s *scenarioResult) float64 { return s.Kruise.PeakRSSMiB }},
 		row{label: "operator API requests", get: func(s *scenarioResult) float64 { return s.Operator.totalRequests() }},
+		row{label: "RayCluster reconciles", get: func(s *scenarioResult) float64 { return s.Operator.Reconciles }},
 		row{label: "kruise-manager API requests", get: func(s *scenarioResult) float64 { return s.Kruise.totalRequests() }},
 	)
 }
