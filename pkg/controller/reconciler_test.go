@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -131,4 +135,50 @@ func containsAll(got []string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// A change of the worker counts alone is written at most every progressWriteInterval; the reconcile that
+// holds it back asks to come back when the interval ends.
+func TestWorkerCountChangesAreSpacedOut(t *testing.T) {
+	rc := cluster("c").group("g", 2).obj()
+	e := newEnv(t, rc)
+	e.converge(rc) // the status was last written at testNow
+	worker := e.pods(rc)[0]
+	p := e.get(&corev1.Pod{}, worker).(*corev1.Pod)
+	p.Status.Conditions[0].Status = corev1.ConditionFalse // the worker is no longer Ready
+	if err := e.api.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+
+	e.r.Now = func() time.Time { return testNow.Add(time.Second) }
+	writes, res, err := e.reconcile(rc)
+	if err != nil || len(writes) != 0 {
+		t.Fatalf("1 s after the last status write: writes %v, error %v; want none", writes, err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > progressWriteInterval-time.Second {
+		t.Errorf("requeue after %v, want when the interval ends (%v)", res.RequeueAfter, progressWriteInterval-time.Second)
+	}
+
+	e.r.Now = func() time.Time { return testNow.Add(progressWriteInterval) }
+	if diff := cmp.Diff([]string{"status RayCluster/c"}, e.mustReconcile(rc)); diff != "" {
+		t.Fatalf("once the interval ended (-want +got):\n%s", diff)
+	}
+	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.ReadyWorkerReplicas != 1 || got.Status.State != rayv1.Ready {
+		t.Errorf("state %q with %d ready workers, want ready with 1", got.Status.State, got.Status.ReadyWorkerReplicas)
+	}
+}
+
+// A change that is more than the worker counts is written at once, however recent the last write.
+func TestStatusTransitionsAreNotSpacedOut(t *testing.T) {
+	rc := cluster("c").group("g", 2).obj()
+	e := newEnv(t, rc)
+	e.converge(rc)
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
+	writes := e.mustReconcile(rc)
+	if !slices.Contains(writes, "status RayCluster/c") {
+		t.Fatalf("writes %v: the new desired size was not written at once", writes)
+	}
+	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.DesiredWorkerReplicas != 3 {
+		t.Errorf("desired workers %d, want 3", got.Status.DesiredWorkerReplicas)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,8 +19,14 @@ import (
 // change of the RayCluster (its own write included) does not trigger one.
 var errStatusConflict = errors.New("status write conflict")
 
-// writeStatus computes the status from the reconcile's children and writes it only if it changed. Events
-// about status transitions are queued once the write succeeded.
+// progressWriteInterval is the least time between two status writes when the second one would only change
+// the worker counts (status.ProgressOnly): the workers of a cluster coming up together cost one write, not
+// one per batch of pods. A change of state or condition is never delayed.
+const progressWriteInterval = 2 * time.Second
+
+// writeStatus computes the status from the reconcile's children and writes it only if it changed, spacing
+// out writes that only change the worker counts (progressWriteInterval). Events about status transitions are
+// queued once the write succeeded.
 func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Observed) error {
 	rc := s.rc
 	obs.Pods, obs.CloneSets = s.children.pods, s.children.cloneSets
@@ -29,6 +36,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {
 		return nil
+	}
+	if last := rc.Status.LastUpdateTime; last != nil && status.ProgressOnly(rc.Status, updated) {
+		if wait := progressWriteInterval - obs.Now.Sub(last.Time); wait > 0 {
+			s.retryAfter(wait)
+			return nil
+		}
 	}
 	cp := rc.DeepCopy()
 	cp.Status = updated

@@ -180,3 +180,33 @@ func TestNeedsWriteAfterARoundTrip(t *testing.T) {
 		t.Fatal("a changed quantity must be written")
 	}
 }
+
+func TestProgressOnly(t *testing.T) {
+	rc := cluster()
+	base := Compute(rc, Observed{Pods: allReady(), Now: now})
+	later := metav1.NewTime(now.Add(time.Minute))
+	cases := map[string]struct {
+		mutate func(*rayv1.RayClusterStatus)
+		want   bool
+	}{
+		"the same status":            {func(*rayv1.RayClusterStatus) {}, true},
+		"only lastUpdateTime":        {func(st *rayv1.RayClusterStatus) { st.LastUpdateTime = &later }, true},
+		"a worker more ready":        {func(st *rayv1.RayClusterStatus) { st.ReadyWorkerReplicas++; st.LastUpdateTime = &later }, true},
+		"a worker less available":    {func(st *rayv1.RayClusterStatus) { st.AvailableWorkerReplicas--; st.ReadyWorkerReplicas-- }, true},
+		"the state":                  {func(st *rayv1.RayClusterStatus) { st.State = rayv1.Suspended; st.ReadyWorkerReplicas++ }, false},
+		"a condition":                {func(st *rayv1.RayClusterStatus) { st.Conditions[0].Status = "Unknown" }, false},
+		"the desired workers":        {func(st *rayv1.RayClusterStatus) { st.DesiredWorkerReplicas++ }, false},
+		"the observed generation":    {func(st *rayv1.RayClusterStatus) { st.ObservedGeneration++ }, false},
+		"the head's address":         {func(st *rayv1.RayClusterStatus) { st.Head = rayv1.HeadInfo{PodIP: "10.0.0.9"} }, false},
+		"the reason with the counts": {func(st *rayv1.RayClusterStatus) { st.Reason = "x"; st.ReadyWorkerReplicas-- }, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			updated := *base.DeepCopy()
+			tc.mutate(&updated)
+			if got := ProgressOnly(base, updated); got != tc.want {
+				t.Errorf("ProgressOnly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
