@@ -10,6 +10,7 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -210,10 +211,11 @@ func (e *env) playKruise(rc *rayv1.RayCluster) {
 	ctx := context.Background()
 	sts := &kruisev1beta1.StatefulSet{}
 	if err := e.api.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadStatefulSet(rc.Name)}, sts); err == nil {
-		e.ownPods(sts, "StatefulSet", sts.Spec.Template, ptr.Deref(sts.Spec.Replicas, 1), nil, func(int) string { return names.HeadPod(rc.Name) })
+		rev := revision(sts)
+		e.ownPods(sts, "StatefulSet", sts.Spec.Template, rev, ptr.Deref(sts.Spec.Replicas, 1), nil, func(int) string { return names.HeadPod(rc.Name) })
 		sts = e.get(&kruisev1beta1.StatefulSet{}, sts.Name).(*kruisev1beta1.StatefulSet)
 		n := ptr.Deref(sts.Spec.Replicas, 1)
-		sts.Status = kruisev1beta1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, UpdatedReadyReplicas: n}
+		sts.Status = kruisev1beta1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, UpdatedReadyReplicas: n, UpdateRevision: rev}
 		if err := e.api.Status().Update(ctx, sts); err != nil {
 			e.t.Fatal(err)
 		}
@@ -224,22 +226,29 @@ func (e *env) playKruise(rc *rayv1.RayCluster) {
 	}
 	for i := range sets.Items {
 		cs := &sets.Items[i]
-		e.ownPods(cs, "CloneSet", cs.Spec.Template, ptr.Deref(cs.Spec.Replicas, 0), cs.Spec.ScaleStrategy.PodsToDelete, func(n int) string { return fmt.Sprintf("%s-%05d", cs.Name, n) })
+		rev := revision(cs)
+		e.ownPods(cs, "CloneSet", cs.Spec.Template, rev, ptr.Deref(cs.Spec.Replicas, 0), cs.Spec.ScaleStrategy.PodsToDelete, func(n int) string { return fmt.Sprintf("%s-%05d", cs.Name, n) })
 		cs = e.get(&kruisev1alpha1.CloneSet{}, cs.Name).(*kruisev1alpha1.CloneSet)
 		n := ptr.Deref(cs.Spec.Replicas, 0)
 		cs.Spec.ScaleStrategy.PodsToDelete = nil
 		if err := e.api.Update(ctx, cs); err != nil {
 			e.t.Fatal(err)
 		}
-		cs.Status = kruisev1alpha1.CloneSetStatus{ObservedGeneration: cs.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, UpdatedReadyReplicas: n, ExpectedUpdatedReplicas: n}
+		cs.Status = kruisev1alpha1.CloneSetStatus{ObservedGeneration: cs.Generation, Replicas: n, ReadyReplicas: n, UpdatedReplicas: n, UpdatedReadyReplicas: n, ExpectedUpdatedReplicas: n, UpdateRevision: rev}
 		if err := e.api.Status().Update(ctx, cs); err != nil {
 			e.t.Fatal(err)
 		}
 	}
 }
 
-// ownPods makes its pods match replicas and podsToDelete.
-func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec, replicas int32, toDelete []string, name func(int) string) {
+// revision names a workload's current template as Kruise would: the workload's name and a hash (here, the
+// spec hash kray wrote).
+func revision(w client.Object) string {
+	return w.GetName() + "-" + w.GetAnnotations()[constants.AnnotationSpecHash]
+}
+
+// ownPods makes its pods match replicas and podsToDelete; new pods are at revision.
+func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec, revision string, replicas int32, toDelete []string, name func(int) string) {
 	e.t.Helper()
 	ctx := context.Background()
 	list := &corev1.PodList{}
@@ -270,7 +279,7 @@ func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec,
 	}
 	live = keep
 	for n := 0; int32(len(live)) < replicas; n++ {
-		p := podFromTemplate(w, kind, tmpl, name(n))
+		p := podFromTemplate(w, kind, tmpl, revision, name(n))
 		if err := e.api.Create(ctx, p); err != nil {
 			continue // the name is taken; try the next one
 		}
@@ -278,9 +287,9 @@ func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec,
 	}
 }
 
-// podFromTemplate is a running, ready pod that the workload w controls.
-func podFromTemplate(w client.Object, kind string, tmpl corev1.PodTemplateSpec, name string) *corev1.Pod {
-	labels := map[string]string{constants.LabelKruiseLifecycleState: constants.KruiseStateNormal}
+// podFromTemplate is a running, ready pod at revision that the workload w controls.
+func podFromTemplate(w client.Object, kind string, tmpl corev1.PodTemplateSpec, revision, name string) *corev1.Pod {
+	labels := map[string]string{constants.LabelKruiseLifecycleState: constants.KruiseStateNormal, appsv1.ControllerRevisionHashLabelKey: revision}
 	for k, v := range tmpl.Labels {
 		labels[k] = v
 	}

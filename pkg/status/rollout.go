@@ -6,6 +6,8 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -32,17 +34,13 @@ func CloneSetUpdated(cs *kruisev1alpha1.CloneSet) bool {
 
 // setUpdateProgress reports each group's update progress, the head first and then the worker groups in spec
 // order, and the PodsUpToDate condition: False, with a reason saying why, while some pod runs an older spec.
+// The counts come from the pods of this reconcile, against the revision Kruise updates to, so that they
+// agree with the ready worker counts beside them (Kruise's own status counts lag behind the pods).
 func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Observed) {
 	var progress []rayv1.GroupUpdateProgress
 	var behind []string
 	if sts := obs.HeadSet; sts != nil {
-		p := rayv1.GroupUpdateProgress{
-			GroupName:            constants.HeadGroupName,
-			Replicas:             sts.Status.Replicas,
-			UpdatedReplicas:      sts.Status.UpdatedReplicas,
-			UpdatedReadyReplicas: sts.Status.UpdatedReadyReplicas,
-			TargetReplicas:       ptr.Deref(sts.Spec.Replicas, 1),
-		}
+		p := groupProgress(constants.HeadGroupName, constants.NodeTypeHead, obs.Pods, sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1))
 		progress = append(progress, p)
 		if podsBehind(sts.Generation, sts.Status.ObservedGeneration, p) {
 			behind = append(behind, describeProgress(p))
@@ -53,17 +51,12 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 		sets[obs.CloneSets[i].Labels[constants.LabelGroup]] = &obs.CloneSets[i]
 	}
 	for i := range rc.Spec.WorkerGroupSpecs {
-		cs, ok := sets[rc.Spec.WorkerGroupSpecs[i].GroupName]
+		group := rc.Spec.WorkerGroupSpecs[i].GroupName
+		cs, ok := sets[group]
 		if !ok {
 			continue
 		}
-		p := rayv1.GroupUpdateProgress{
-			GroupName:            rc.Spec.WorkerGroupSpecs[i].GroupName,
-			Replicas:             cs.Status.Replicas,
-			UpdatedReplicas:      cs.Status.UpdatedReplicas,
-			UpdatedReadyReplicas: cs.Status.UpdatedReadyReplicas,
-			TargetReplicas:       cs.Status.ExpectedUpdatedReplicas,
-		}
+		p := groupProgress(group, constants.NodeTypeWorker, obs.Pods, cs.Status.UpdateRevision, cs.Status.ExpectedUpdatedReplicas)
 		progress = append(progress, p)
 		if podsBehind(cs.Generation, cs.Status.ObservedGeneration, p) {
 			behind = append(behind, describeProgress(p))
@@ -88,12 +81,56 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 }
 
 // podsBehind reports whether some of a workload's pods run an older spec than the workload's own: Kruise has
-// not yet observed the latest spec of a workload that has pods, or fewer pods are updated than the existing
-// pods it means to update (a partition keeps the others). A new pod that is not ready yet is not behind:
-// creating a cluster is not an update. (HeadSetUpdated and CloneSetUpdated, which also wait for readiness,
-// decide when a rolling update moves on to the next group.)
+// observed an earlier spec but not yet the latest one of a workload that has pods, or fewer pods are updated
+// than the existing pods it means to update (a partition keeps the others). Creating a cluster is not an
+// update: the pods of a workload Kruise has not reported on yet come from its only spec, and a new pod that
+// is not ready yet is not behind. (HeadSetUpdated and CloneSetUpdated, which also wait for readiness, decide
+// when a rolling update moves on to the next group.)
 func podsBehind(generation, observed int64, p rayv1.GroupUpdateProgress) bool {
+	if observed == 0 {
+		return false
+	}
 	return (observed < generation && p.Replicas > 0) || p.UpdatedReplicas < min(p.Replicas, p.TargetReplicas)
+}
+
+// groupProgress counts a group's live pods (not ended, not being deleted), those of them at updateRevision,
+// and those of these that are Ready; target is the number of pods the group updates.
+func groupProgress(group, nodeType string, pods []corev1.Pod, updateRevision string, target int32) rayv1.GroupUpdateProgress {
+	p := rayv1.GroupUpdateProgress{GroupName: group, TargetReplicas: target}
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Labels[constants.LabelNodeType] != nodeType || pod.Labels[constants.LabelGroup] != group || !podLive(pod) {
+			continue
+		}
+		p.Replicas++
+		if !atRevision(pod, updateRevision) {
+			continue
+		}
+		p.UpdatedReplicas++
+		if PodReady(pod) {
+			p.UpdatedReadyReplicas++
+		}
+	}
+	return p
+}
+
+// podLive reports whether a pod counts among its workload's replicas: not being deleted and not ended.
+func podLive(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// atRevision reports whether a pod's controller-revision-hash label names revision, in full or by the hash
+// after its last dash (as Kruise compares them); an empty revision (not computed yet) matches no pod.
+func atRevision(pod *corev1.Pod, revision string) bool {
+	label := pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+	if revision == "" || label == "" {
+		return false
+	}
+	return label == revision || shortHash(label) == shortHash(revision)
+}
+
+func shortHash(revision string) string {
+	return revision[strings.LastIndexByte(revision, '-')+1:]
 }
 
 func describeProgress(p rayv1.GroupUpdateProgress) string {

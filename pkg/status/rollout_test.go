@@ -1,11 +1,16 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -50,16 +55,46 @@ func TestWorkloadUpdated(t *testing.T) {
 	}
 }
 
+// revPod is a Running pod of a group at a revision.
+func revPod(name, nodeType, group, revision string, ready bool) corev1.Pod {
+	p := rayPod(name, nodeType, ready)
+	p.Labels[constants.LabelGroup] = group
+	p.Labels[appsv1.ControllerRevisionHashLabelKey] = revision
+	return p
+}
+
+// atRevisions is a ready head at headRev and one ready worker of group g per entry of workerRevs.
+func atRevisions(headRev string, workerRevs ...string) []corev1.Pod {
+	pods := []corev1.Pod{revPod("rc-head-0", constants.NodeTypeHead, constants.HeadGroupName, headRev, true)}
+	for i, rev := range workerRevs {
+		pods = append(pods, revPod(fmt.Sprintf("w%d", i), constants.NodeTypeWorker, "g", rev, true))
+	}
+	return pods
+}
+
+// withRevision sets the revision Kruise updates the workload's pods to.
+func withRevision[T *kruisev1beta1.StatefulSet | *kruisev1alpha1.CloneSet](w T, revision string) T {
+	switch w := any(w).(type) {
+	case *kruisev1beta1.StatefulSet:
+		w.Status.UpdateRevision = revision
+	case *kruisev1alpha1.CloneSet:
+		w.Status.UpdateRevision = revision
+	}
+	return w
+}
+
 func TestUpdateProgressAndCondition(t *testing.T) {
 	rc := cluster()
-	obs := Observed{Pods: allReady(), Now: now, HeadSet: headSet(1, 1, 1, 1), CloneSets: []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 1, 1)}}
+	obs := Observed{Pods: atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-old"), Now: now,
+		HeadSet:   withRevision(headSet(1, 1, 1, 1), "rc-head-new"),
+		CloneSets: []kruisev1alpha1.CloneSet{*withRevision(ptr.To(cloneSet("g", 2, 2, 2, 2, 1, 1)), "rc-g-worker-new")}}
 	st := Compute(rc, obs)
 	want := []rayv1.GroupUpdateProgress{
 		{GroupName: constants.HeadGroupName, Replicas: 1, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 1},
 		{GroupName: "g", Replicas: 2, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 2},
 	}
-	if len(st.UpdateProgress) != 2 || st.UpdateProgress[0] != want[0] || st.UpdateProgress[1] != want[1] {
-		t.Fatalf("UpdateProgress = %+v, want %+v", st.UpdateProgress, want)
+	if diff := cmp.Diff(want, st.UpdateProgress); diff != "" {
+		t.Fatalf("UpdateProgress (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct {
 		strategy *rayv1.RayClusterUpgradeType
@@ -75,9 +110,30 @@ func TestUpdateProgressAndCondition(t *testing.T) {
 			t.Errorf("strategy %v: PodsUpToDate = %+v, want False/%s naming group g", tc.strategy, c, tc.reason)
 		}
 	}
-	obs.CloneSets = []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 2, 2)}
+	obs.Pods = atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-new")
 	if c := meta.FindStatusCondition(Compute(rc, obs).Conditions, constants.ConditionPodsUpToDate); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("PodsUpToDate = %+v, want True", c)
+	}
+}
+
+// The counts follow the pods of the reconcile, not Kruise's status, which lags behind them.
+func TestUpdateProgressCountsThePods(t *testing.T) {
+	rc := cluster()
+	terminating := revPod("w9", constants.NodeTypeWorker, "g", "rc-g-worker-new", true)
+	terminating.DeletionTimestamp = &now
+	notReady := revPod("w8", constants.NodeTypeWorker, "g", "6d5f7c9b8", false) // the short form of the hash
+	other := revPod("x1", constants.NodeTypeWorker, "other", "rc-g-worker-new", true)
+	pods := append(atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-6d5f7c9b8"), terminating, notReady, other)
+	lagging := cloneSet("g", 2, 2, 0, 4, 0, 0) // Kruise has counted none of them yet
+	obs := Observed{Pods: pods, Now: now, CloneSets: []kruisev1alpha1.CloneSet{*withRevision(&lagging, "rc-g-worker-6d5f7c9b8")}}
+	got := Compute(rc, obs).UpdateProgress
+	want := []rayv1.GroupUpdateProgress{{GroupName: "g", Replicas: 3, UpdatedReplicas: 2, UpdatedReadyReplicas: 1, TargetReplicas: 4}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("UpdateProgress (-want +got):\n%s", diff)
+	}
+	withRevision(&obs.CloneSets[0], "")
+	if got := Compute(rc, obs).UpdateProgress; got[0].UpdatedReplicas != 0 {
+		t.Errorf("with no update revision yet, %d pods counted as updated", got[0].UpdatedReplicas)
 	}
 }
 
@@ -92,18 +148,31 @@ func noPods(sts *kruisev1beta1.StatefulSet) *kruisev1beta1.StatefulSet {
 // running pods on their spec", on every new cluster).
 func TestCreationIsNotAnUpdate(t *testing.T) {
 	rc := cluster()
+	notReady := []corev1.Pod{
+		revPod("rc-head-0", constants.NodeTypeHead, constants.HeadGroupName, "rc-head-new", false),
+		revPod("w0", constants.NodeTypeWorker, "g", "rc-g-worker-new", false),
+		revPod("w1", constants.NodeTypeWorker, "g", "rc-g-worker-new", false),
+	}
+	head := func(generation, observed int64) *kruisev1beta1.StatefulSet {
+		return withRevision(headSet(generation, observed, 0, 0), "rc-head-new")
+	}
+	group := func(generation, observed int64) []kruisev1alpha1.CloneSet {
+		return []kruisev1alpha1.CloneSet{*withRevision(ptr.To(cloneSet("g", generation, observed, 2, 2, 0, 0)), "rc-g-worker-new")}
+	}
 	for _, tc := range []struct {
 		name string
+		pods []corev1.Pod
 		head *kruisev1beta1.StatefulSet
 		sets []kruisev1alpha1.CloneSet
 		want metav1.ConditionStatus
 	}{
-		{"just created, not observed", noPods(headSet(1, 0, 0, 0)), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 0, 0, 0, 0, 0)}, metav1.ConditionTrue},
-		{"pods created, not ready", headSet(1, 1, 1, 0), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 1, 2, 2, 2, 0)}, metav1.ConditionTrue},
-		{"some pods on an older spec", headSet(2, 2, 1, 1), []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 1, 1)}, metav1.ConditionFalse},
-		{"a new spec not observed yet", headSet(2, 1, 1, 1), []kruisev1alpha1.CloneSet{cloneSet("g", 2, 2, 2, 2, 2, 2)}, metav1.ConditionFalse},
+		{"just created, not observed", nil, noPods(headSet(1, 0, 0, 0)), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 0, 0, 0, 0, 0)}, metav1.ConditionTrue},
+		{"pods created before Kruise's first status", notReady, noPods(headSet(1, 0, 0, 0)), []kruisev1alpha1.CloneSet{cloneSet("g", 1, 0, 0, 0, 0, 0)}, metav1.ConditionTrue},
+		{"pods created, not ready", notReady, head(1, 1), group(1, 1), metav1.ConditionTrue},
+		{"some pods on an older spec", atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-old"), head(2, 2), group(2, 2), metav1.ConditionFalse},
+		{"a new spec not observed yet", atRevisions("rc-head-old", "rc-g-worker-new", "rc-g-worker-new"), head(2, 1), group(2, 2), metav1.ConditionFalse},
 	} {
-		obs := Observed{Pods: allReady(), Now: now, HeadSet: tc.head, CloneSets: tc.sets}
+		obs := Observed{Pods: tc.pods, Now: now, HeadSet: tc.head, CloneSets: tc.sets}
 		if c := meta.FindStatusCondition(Compute(rc, obs).Conditions, constants.ConditionPodsUpToDate); c == nil || c.Status != tc.want {
 			t.Errorf("%s: PodsUpToDate = %+v, want %s", tc.name, c, tc.want)
 		}
