@@ -57,6 +57,8 @@ type Reconciler struct {
 	createdSecrets sync.Map
 	// recent remembers the events emitted lately, so that a repeated one costs no request.
 	recent recentEvents
+	// progress holds back status changes that only move pod counts (see writeStatus).
+	progress heldProgress
 }
 
 // The phases, in the order they run.
@@ -120,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Cache.Get(ctx, req.NamespacedName, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
+			r.progress.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -249,9 +252,15 @@ func managedByKray(rc *rayv1.RayCluster) bool {
 	return rc.Spec.ManagedBy == nil || *rc.Spec.ManagedBy == rayv1.KubeRayOperatorManagedBy
 }
 
+// now is the time written into the status, to the second.
 func (r *Reconciler) now() metav1.Time {
+	return metav1.NewTime(r.clock().UTC().Truncate(time.Second))
+}
+
+// clock is the current time: Now's when set.
+func (r *Reconciler) clock() time.Time {
 	if r.Now != nil {
-		return metav1.NewTime(r.Now().UTC().Truncate(time.Second))
+		return r.Now()
 	}
-	return metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	return time.Now()
 }

@@ -50,6 +50,9 @@ func TestReconcileCreatesAClusterOnceThenWritesNothing(t *testing.T) {
 	if got.Status.State != rayv1.Ready || got.Status.ReadyWorkerReplicas != 3 {
 		t.Errorf("state %q with %d ready workers, want ready with 3", got.Status.State, got.Status.ReadyWorkerReplicas)
 	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, constants.ConditionPodsUpToDate) {
+		t.Errorf("conditions %+v: the pods of a new cluster are not up to date", got.Status.Conditions)
+	}
 	if writes := e.mustReconcile(rc); len(writes) != 0 {
 		t.Errorf("a reconcile of a converged cluster wrote %v", writes)
 	}
@@ -137,12 +140,12 @@ func containsAll(got []string, want ...string) bool {
 	return true
 }
 
-// A change of the worker counts alone is written at most every progressWriteInterval; the reconcile that
-// holds it back asks to come back when the interval ends.
-func TestWorkerCountChangesAreSpacedOut(t *testing.T) {
+// A change of the worker counts alone waits progressWriteInterval from the reconcile that first saw it; the
+// reconciles that hold it back ask to come back when the wait ends.
+func TestWorkerCountChangesAreHeldBack(t *testing.T) {
 	rc := cluster("c").group("g", 2).obj()
 	e := newEnv(t, rc)
-	e.converge(rc) // the status was last written at testNow
+	e.converge(rc)
 	worker := e.pods(rc)[0]
 	p := e.get(&corev1.Pod{}, worker).(*corev1.Pod)
 	p.Status.Conditions[0].Status = corev1.ConditionFalse // the worker is no longer Ready
@@ -150,35 +153,54 @@ func TestWorkerCountChangesAreSpacedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.r.Now = func() time.Time { return testNow.Add(time.Second) }
-	writes, res, err := e.reconcile(rc)
-	if err != nil || len(writes) != 0 {
-		t.Fatalf("1 s after the last status write: writes %v, error %v; want none", writes, err)
-	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > progressWriteInterval-time.Second {
-		t.Errorf("requeue after %v, want when the interval ends (%v)", res.RequeueAfter, progressWriteInterval-time.Second)
+	seen := testNow.Add(time.Minute)
+	for _, after := range []time.Duration{0, time.Second} {
+		e.r.Now = func() time.Time { return seen.Add(after) }
+		writes, res, err := e.reconcile(rc)
+		if err != nil || len(writes) != 0 {
+			t.Fatalf("%v after the change was first seen: writes %v, error %v; want none", after, writes, err)
+		}
+		if want := progressWriteInterval - after; res.RequeueAfter != want {
+			t.Errorf("%v after the change was first seen: requeue after %v, want %v", after, res.RequeueAfter, want)
+		}
 	}
 
-	e.r.Now = func() time.Time { return testNow.Add(progressWriteInterval) }
+	e.r.Now = func() time.Time { return seen.Add(progressWriteInterval) }
 	if diff := cmp.Diff([]string{"status RayCluster/c"}, e.mustReconcile(rc)); diff != "" {
-		t.Fatalf("once the interval ended (-want +got):\n%s", diff)
+		t.Fatalf("once the wait ended (-want +got):\n%s", diff)
 	}
 	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.ReadyWorkerReplicas != 1 || got.Status.State != rayv1.Ready {
 		t.Errorf("state %q with %d ready workers, want ready with 1", got.Status.State, got.Status.ReadyWorkerReplicas)
 	}
+	if _, held := e.r.progress.since.Load(objKey(rc)); held {
+		t.Error("the written change is still held")
+	}
 }
 
-// A change that is more than the worker counts is written at once, however recent the last write.
-func TestStatusTransitionsAreNotSpacedOut(t *testing.T) {
+// A change that is more than the worker counts is written at once, with the counts held back before it.
+func TestStatusTransitionsAreNotHeldBack(t *testing.T) {
 	rc := cluster("c").group("g", 2).obj()
 	e := newEnv(t, rc)
 	e.converge(rc)
+	p := e.get(&corev1.Pod{}, e.pods(rc)[0]).(*corev1.Pod)
+	p.Status.Conditions[0].Status = corev1.ConditionFalse
+	if err := e.api.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if writes := e.mustReconcile(rc); len(writes) != 0 {
+		t.Fatalf("writes %v: the worker count change was not held back", writes)
+	}
+
 	e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
 	writes := e.mustReconcile(rc)
 	if !slices.Contains(writes, "status RayCluster/c") {
 		t.Fatalf("writes %v: the new desired size was not written at once", writes)
 	}
-	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.DesiredWorkerReplicas != 3 {
-		t.Errorf("desired workers %d, want 3", got.Status.DesiredWorkerReplicas)
+	got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)
+	if got.Status.DesiredWorkerReplicas != 3 || got.Status.ReadyWorkerReplicas != 1 {
+		t.Errorf("desired %d and ready %d workers, want 3 and 1", got.Status.DesiredWorkerReplicas, got.Status.ReadyWorkerReplicas)
+	}
+	if _, held := e.r.progress.since.Load(objKey(rc)); held {
+		t.Error("the written counts are still held")
 	}
 }

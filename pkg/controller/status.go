@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
@@ -19,26 +22,40 @@ import (
 // change of the RayCluster (its own write included) does not trigger one.
 var errStatusConflict = errors.New("status write conflict")
 
-// progressWriteInterval is the least time between two status writes when the second one would only change
-// the worker counts (status.ProgressOnly): the workers of a cluster coming up together cost one write, not
-// one per batch of pods. A change of state or condition is never delayed.
+// progressWriteInterval is how long a status change that only moves pod counts (status.ProgressOnly) waits
+// before it is written, so that the pods of a cluster coming up or going away together cost one write, not
+// one per batch of pods. A change of state or condition is written at once, with the counts it carries.
 const progressWriteInterval = 2 * time.Second
 
-// writeStatus computes the status from the reconcile's children and writes it only if it changed, spacing
-// out writes that only change the worker counts (progressWriteInterval). Events about status transitions are
-// queued once the write succeeded.
+// heldProgress remembers, per RayCluster, since when a pod-count-only status change has been held back.
+type heldProgress struct{ since sync.Map }
+
+// wait returns how much longer the held change of key must wait, starting its wait at now if it had none.
+func (h *heldProgress) wait(key types.NamespacedName, now time.Time) time.Duration {
+	since, _ := h.since.LoadOrStore(key, now)
+	return progressWriteInterval - now.Sub(since.(time.Time))
+}
+
+// forget drops key's held change: it was written, superseded, or the cluster is gone.
+func (h *heldProgress) forget(key types.NamespacedName) { h.since.Delete(key) }
+
+// writeStatus computes the status from the reconcile's children and writes it only if it changed, holding a
+// change of pod counts alone for progressWriteInterval. Events about status transitions are queued once the
+// write succeeded.
 func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Observed) error {
 	rc := s.rc
+	key := client.ObjectKeyFromObject(rc)
 	obs.Pods, obs.CloneSets = s.children.pods, s.children.cloneSets
 	obs.HeadSet, obs.HeadService = s.children.headSet, s.children.headService
 	obs.Now = r.now()
 	updated := status.Compute(rc, obs)
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {
+		r.progress.forget(key)
 		return nil
 	}
-	if last := rc.Status.LastUpdateTime; last != nil && status.ProgressOnly(rc.Status, updated) {
-		if wait := progressWriteInterval - obs.Now.Sub(last.Time); wait > 0 {
+	if status.ProgressOnly(rc.Status, updated) {
+		if wait := r.progress.wait(key, r.clock()); wait > 0 {
 			s.retryAfter(wait)
 			return nil
 		}
@@ -51,6 +68,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 		}
 		return fmt.Errorf("write status: %w", err)
 	}
+	r.progress.forget(key)
 	transitions(s, rc.Status, updated)
 	if updated.State == rayv1.Ready && rc.Status.StateTransitionTimes[rayv1.Ready] == nil {
 		metrics.ObserveFirstReady(obs.Now.Sub(rc.CreationTimestamp.Time))

@@ -88,13 +88,15 @@ func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
 	return !equality.Semantic.DeepEqual(a, b)
 }
 
-// ProgressOnly reports whether updated differs from old only in the worker counts (ready and available) and
-// lastUpdateTime: pods coming up or going away, with no change of state, condition, endpoint or desired
-// size. The caller may space such writes out; any other difference is written at once.
+// ProgressOnly reports whether updated differs from old only in pod counts (ready and available workers,
+// each group's updateProgress) and lastUpdateTime: pods coming up or going away, with no change of state,
+// condition, endpoint or desired size. The caller may space such writes out; any other difference is
+// written at once.
 func ProgressOnly(old, updated rayv1.RayClusterStatus) bool {
 	a, b := old.DeepCopy(), updated.DeepCopy()
 	a.LastUpdateTime, b.LastUpdateTime = nil, nil
 	a.ReadyWorkerReplicas, a.AvailableWorkerReplicas = b.ReadyWorkerReplicas, b.AvailableWorkerReplicas
+	a.UpdateProgress = b.UpdateProgress
 	return equality.Semantic.DeepEqual(a, b)
 }
 

@@ -189,10 +189,13 @@ func TestProgressOnly(t *testing.T) {
 		mutate func(*rayv1.RayClusterStatus)
 		want   bool
 	}{
-		"the same status":            {func(*rayv1.RayClusterStatus) {}, true},
-		"only lastUpdateTime":        {func(st *rayv1.RayClusterStatus) { st.LastUpdateTime = &later }, true},
-		"a worker more ready":        {func(st *rayv1.RayClusterStatus) { st.ReadyWorkerReplicas++; st.LastUpdateTime = &later }, true},
-		"a worker less available":    {func(st *rayv1.RayClusterStatus) { st.AvailableWorkerReplicas--; st.ReadyWorkerReplicas-- }, true},
+		"the same status":         {func(*rayv1.RayClusterStatus) {}, true},
+		"only lastUpdateTime":     {func(st *rayv1.RayClusterStatus) { st.LastUpdateTime = &later }, true},
+		"a worker more ready":     {func(st *rayv1.RayClusterStatus) { st.ReadyWorkerReplicas++; st.LastUpdateTime = &later }, true},
+		"a worker less available": {func(st *rayv1.RayClusterStatus) { st.AvailableWorkerReplicas--; st.ReadyWorkerReplicas-- }, true},
+		"a group's updated pods": {func(st *rayv1.RayClusterStatus) {
+			st.UpdateProgress = []rayv1.GroupUpdateProgress{{GroupName: "g", Replicas: 2, UpdatedReplicas: 1}}
+		}, true},
 		"the state":                  {func(st *rayv1.RayClusterStatus) { st.State = rayv1.Suspended; st.ReadyWorkerReplicas++ }, false},
 		"a condition":                {func(st *rayv1.RayClusterStatus) { st.Conditions[0].Status = "Unknown" }, false},
 		"the desired workers":        {func(st *rayv1.RayClusterStatus) { st.DesiredWorkerReplicas++ }, false},
