@@ -13,7 +13,6 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
 
@@ -35,11 +34,10 @@ type children struct {
 	headService *corev1.Service
 }
 
-// readChildren reads rc's children from the cache.
+// readChildren reads rc's children from the cache, the pods and CloneSets by indexCluster.
 func (r *Reconciler) readChildren(ctx context.Context, rc *rayv1.RayCluster) (children, error) {
 	var c children
-	inCluster := []client.ListOption{client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name}}
-	shared := append(inCluster, client.UnsafeDisableDeepCopy)
+	shared := []client.ListOption{client.InNamespace(rc.Namespace), client.MatchingFields{indexCluster: rc.Name}, client.UnsafeDisableDeepCopy}
 	pods := &corev1.PodList{}
 	if err := r.Cache.List(ctx, pods, shared...); err != nil {
 		return c, fmt.Errorf("list pods: %w", err)

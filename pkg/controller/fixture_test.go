@@ -92,7 +92,7 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 // fakeAPI is a fake API server holding objs; like a real one, it gives every created object a UID.
 func fakeAPI(objs ...client.Object) client.Client {
 	uids := 0
-	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
+	return withIndexes(fake.NewClientBuilder().WithScheme(testScheme())).WithObjects(objs...).
 		WithStatusSubresource(&rayv1.RayCluster{}, &kruisev1alpha1.CloneSet{}, &kruisev1beta1.StatefulSet{}, &corev1.Pod{}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if obj.GetUID() == "" {
@@ -101,6 +101,14 @@ func fakeAPI(objs ...client.Object) client.Client {
 			}
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
+}
+
+// withIndexes gives a fake client the cache indexes that SetupWithManager registers.
+func withIndexes(b *fake.ClientBuilder) *fake.ClientBuilder {
+	for _, obj := range indexedChildren() {
+		b = b.WithIndex(obj, indexCluster, clusterOf)
+	}
+	return b
 }
 
 // reconcile runs one reconcile of rc and returns its writes; it fails the test when Reconcile returns a

@@ -118,7 +118,7 @@ func TestLostCreateRaceIsNotAFailure(t *testing.T) {
 	e.converge(rc)
 	e.takeEvents()
 	stale := e.get(&rayv1.RayCluster{}, "c")
-	e.r.Cache = fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(stale).WithStatusSubresource(&rayv1.RayCluster{}).Build()
+	e.r.Cache = withIndexes(fake.NewClientBuilder().WithScheme(testScheme())).WithObjects(stale).WithStatusSubresource(&rayv1.RayCluster{}).Build()
 
 	writes, _, err := e.reconcile(rc)
 	if err != nil {

@@ -204,3 +204,26 @@ func TestStatusTransitionsAreNotHeldBack(t *testing.T) {
 		t.Error("the written counts are still held")
 	}
 }
+
+// A reconcile reads its own cluster's children by the cluster index, never a neighbour's in the namespace.
+func TestChildrenAreTheClustersOwn(t *testing.T) {
+	c, c2 := cluster("c").group("g", 2).obj(), cluster("c2").group("g", 3).obj()
+	e := newEnv(t, c, c2)
+	e.converge(c)
+	e.converge(c2)
+	kids, err := e.r.readChildren(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range kids.pods {
+		got = append(got, p.Name)
+	}
+	for _, cs := range kids.cloneSets {
+		got = append(got, cs.Name)
+	}
+	want := append(e.pods(c), "c-g-worker")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("children of c (-want +got):\n%s", diff)
+	}
+}

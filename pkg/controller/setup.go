@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -91,6 +92,24 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
+// indexCluster is the informer cache index of pods and CloneSets by the value of their ray.io/cluster label:
+// a reconcile lists its cluster's children by it in time independent of the namespace's other clusters,
+// where a label selector would test every pod of the namespace.
+const indexCluster = "kray.ray.io/cluster"
+
+// clusterOf is indexCluster's function: the object's ray.io/cluster label, if any.
+func clusterOf(obj client.Object) []string {
+	if name, ok := obj.GetLabels()[constants.LabelCluster]; ok {
+		return []string{name}
+	}
+	return nil
+}
+
+// indexedChildren are the kinds readChildren lists by indexCluster.
+func indexedChildren() []client.Object {
+	return []client.Object{&corev1.Pod{}, &kruisev1alpha1.CloneSet{}}
+}
+
 // SetupOptions are the controller's operator-level settings.
 type SetupOptions struct {
 	// Concurrency is the number of RayClusters reconciled in parallel.
@@ -107,6 +126,11 @@ const DefaultWorkerPodBatch = 500 * time.Millisecond
 // status writes), the Services, Ingresses and Jobs it owns, and, by the ray.io/cluster label, the cluster's
 // Kruise workloads and pods.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error {
+	for _, obj := range indexedChildren() {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, indexCluster, clusterOf); err != nil {
+			return fmt.Errorf("index %T by cluster: %w", obj, err)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("raycluster").
 		For(&rayv1.RayCluster{}, builder.WithPredicates(predicate.Or(
