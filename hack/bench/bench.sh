@@ -7,7 +7,8 @@
 # docs/bench/results.json and docs/bench/chart.png.
 #
 # Arguments are passed to hack/bench, e.g. `hack/bench/bench.sh -clusters=1000` (see `go run ./hack/bench -h`);
-# `make bench BENCH_ARGS=-clusters=1000` does the same.
+# `make bench BENCH_ARGS=-clusters=1000` does the same. `make bench-growth` passes -growth=100,300,1000, which
+# writes docs/bench/growth/ and the report's growth section instead.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -28,7 +28,7 @@ type panel struct {
 // chartPanels picks the measures worth a picture: every time figure of every scenario, and the create
 // scenario's CPU (kray plus kruise-manager against KubeRay) and API requests (likewise).
 func chartPanels(res *results) []panel {
-	kray, kuberay := findOp(res, "kray"), findOp(res, "kuberay")
+	kray, kuberay := findOp(res, operatorKray), findOp(res, operatorKubeRay)
 	var out []panel
 	for _, sc := range scenarioUnion(kray, kuberay) {
 		a, b := findScenario(kray, sc.Name), findScenario(kuberay, sc.Name)
@@ -43,7 +43,7 @@ func chartPanels(res *results) []panel {
 	}
 	cpu := func(s *scenarioResult) float64 { return s.Operator.CPUSeconds + s.Kruise.CPUSeconds }
 	reqs := func(s *scenarioResult) float64 { return s.Operator.totalRequests() + s.Kruise.totalRequests() }
-	a, b := findScenario(kray, "create"), findScenario(kuberay, "create")
+	a, b := findScenario(kray, scenarioCreate), findScenario(kuberay, scenarioCreate)
 	out = append(out,
 		panel{title: "create CPU s (+kruise)", kray: valueOf(a, row{get: cpu}), kuberay: valueOf(b, row{get: func(s *scenarioResult) float64 { return s.Operator.CPUSeconds }}), unit: "s"},
 		panel{title: "create API req (+kruise)", kray: valueOf(a, row{get: reqs}), kuberay: valueOf(b, row{get: func(s *scenarioResult) float64 { return s.Operator.totalRequests() }})},
@@ -72,6 +72,11 @@ func writeChart(path string, res *results) error {
 	for i, p := range panels {
 		drawPanel(img, 10+i*panelW, headerH, p)
 	}
+	return writePNG(path, img)
+}
+
+// writePNG encodes img as a PNG file at path.
+func writePNG(path string, img image.Image) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -7,6 +7,10 @@
 // cluster as the cluster admin; its metrics endpoint and /proc entries are sampled before and after every
 // scenario. For kray, kruise-manager does the pod work and is sampled the same way.
 //
+// With -growth=100,300,1000 it runs instead only the create scenario, at each of those cluster counts on a
+// fresh cluster per operator and count, and writes docs/bench/growth/ and the report's growth section
+// (growth.go); `make bench-growth` runs that.
+//
 // hack/bench/bench.sh builds both operators and runs this program; `make bench` calls the script.
 package main
 
@@ -55,6 +59,11 @@ type config struct {
 	Report        string   `json:"-"`
 	// RenderOnly, when set, names a results.json to render again (report and chart) without measuring.
 	RenderOnly string `json:"-"`
+	// Growth, when set, makes this a growth run: the create scenario alone at each of these cluster counts
+	// (growth.go).
+	Growth []int `json:"growth,omitempty"`
+	// GrowthRenderOnly, when set, names a growth results.json to render again without measuring.
+	GrowthRenderOnly string `json:"-"`
 }
 
 func main() {
@@ -62,8 +71,13 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	run := run
-	if cfg.RenderOnly != "" {
+	switch {
+	case cfg.RenderOnly != "":
 		run = render
+	case cfg.GrowthRenderOnly != "":
+		run = renderGrowth
+	case len(cfg.Growth) > 0:
+		run = runGrowth
 	}
 	if err := run(ctx, cfg); err != nil {
 		log.Fatalf("bench: %v", err)
@@ -76,7 +90,7 @@ func parseFlags() config {
 		log.Fatal(err)
 	}
 	cfg := config{Root: root}
-	var ops, only, krayArgs, kuberayArgs string
+	var ops, only, krayArgs, kuberayArgs, growth string
 	flag.StringVar(&cfg.LocalDir, "local-dir", filepath.Join(root, ".local-bench"), "state directory of the benchmark cluster (never .local)")
 	flag.StringVar(&cfg.KrayBinary, "kray", filepath.Join(root, "bin/kray-operator"), "kray operator binary")
 	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-v1.5.0/ray-operator"), "KubeRay operator binary")
@@ -100,7 +114,16 @@ func parseFlags() config {
 	flag.StringVar(&cfg.OutDir, "out", filepath.Join(root, "docs/bench"), "directory for results.json and chart.png")
 	flag.StringVar(&cfg.Report, "report", filepath.Join(root, "docs/benchmarks.md"), "report whose generated section is rewritten")
 	flag.StringVar(&cfg.RenderOnly, "render-only", "", "re-render the report and chart from this results.json; measure nothing")
+	flag.StringVar(&growth, "growth", "", "comma-separated, increasing cluster counts: run only the create scenario at each, "+
+		"on a fresh cluster per operator and count, and write <out>/growth/ and the report's growth section")
+	flag.StringVar(&cfg.GrowthRenderOnly, "growth-render-only", "", "re-render the growth chart and section from this growth results.json; measure nothing")
 	flag.Parse()
+	if cfg.Growth, err = parseGrowth(growth); err != nil {
+		log.Fatalf("bench: -growth: %v", err)
+	}
+	if modes := btoi(cfg.RenderOnly != "") + btoi(cfg.GrowthRenderOnly != "") + btoi(len(cfg.Growth) > 0); modes > 1 {
+		log.Fatal("bench: -render-only, -growth and -growth-render-only exclude each other")
+	}
 	cfg.Operators = strings.Split(ops, ",")
 	if only != "" {
 		cfg.Scenarios = strings.Split(only, ",")
@@ -146,6 +169,14 @@ func run(ctx context.Context, cfg config) error {
 	return firstErr
 }
 
+// btoi is 1 for true and 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // runs reports whether the scenario named name is part of this run.
 func (cfg config) runs(name string) bool {
 	return len(cfg.Scenarios) == 0 || slices.Contains(cfg.Scenarios, name)
@@ -158,10 +189,10 @@ func render(_ context.Context, cfg config) error {
 		return err
 	}
 	res.Config.OutDir, res.Config.Report = cfg.OutDir, cfg.Report
-	if err := writeChart(filepath.Join(cfg.OutDir, "chart.png"), res); err != nil {
+	if err := writeChart(filepath.Join(cfg.OutDir, chartFile), res); err != nil {
 		return err
 	}
-	return updateReport(cfg.Report, renderMarkdown(res.Config, res))
+	return updateReport(cfg.Report, mainSection, renderMarkdown(res.Config, res))
 }
 
 // measure brings up a fresh cluster, runs op and every scenario against it, and brings the cluster down.

@@ -22,6 +22,12 @@ const (
 	operatorProbePort   = "30881"
 )
 
+// Names of the operators under test, as -operators spells them (kruiseAlone is the third).
+const (
+	operatorKray    = "kray"
+	operatorKubeRay = "kuberay"
+)
+
 // operator describes how to start one operator under test.
 type operator struct {
 	name   string
@@ -36,7 +42,7 @@ func newOperator(cfg config, name string) (*operator, error) {
 	metrics := "127.0.0.1:" + operatorMetricsPort
 	probe := "127.0.0.1:" + operatorProbePort
 	switch name {
-	case "kray":
+	case operatorKray:
 		return &operator{
 			name:   name,
 			binary: cfg.KrayBinary,
@@ -44,7 +50,7 @@ func newOperator(cfg config, name string) (*operator, error) {
 				"--health-probe-bind-address=" + probe, "--zap-log-level=info"}, cfg.KrayArgs...),
 			crdDir: filepath.Join(cfg.Root, "config/crd/bases"),
 		}, nil
-	case "kuberay":
+	case operatorKubeRay:
 		if cfg.KubeRayCRDs == "" {
 			return nil, fmt.Errorf("kuberay needs -kuberay-crds (its module's config/crd/bases)")
 		}

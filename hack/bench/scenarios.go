@@ -29,6 +29,14 @@ type scenarioOutput struct {
 	created, desired int
 }
 
+// Names of the create scenario and of its figures, which the growth run reads.
+const (
+	scenarioCreate = "create"
+	figureAllReady = "allReady"
+	figureP50      = "p50"
+	figureP99      = "p99"
+)
+
 type scenario struct {
 	name, title string
 	run         func(ctx context.Context, e *env, ns string) (scenarioOutput, error)
@@ -40,7 +48,7 @@ type scenario struct {
 // and nothing is deleted between them.
 func scenarios(cfg config) []scenario {
 	return []scenario{
-		{"create", fmt.Sprintf("create %d RayClusters (1 head + 3 workers) at %g/s", cfg.Clusters, cfg.CreateRate), runCreate, true},
+		{scenarioCreate, fmt.Sprintf("create %d RayClusters (1 head + 3 workers) at %g/s", cfg.Clusters, cfg.CreateRate), runCreate, true},
 		{"scale", fmt.Sprintf("one group 0→%d while %d small clusters are created", cfg.ScaleTo, cfg.SmallClusters), runScale, true},
 		{"scaledown", fmt.Sprintf("%d named-pod deletions across %d clusters (autoscaler patch)", cfg.DownClusters*cfg.DownPerClust, cfg.DownClusters), runScaleDown, false},
 		{"evict", fmt.Sprintf("%d head evictions, one at a time", cfg.Evictions), runEvict, false},
@@ -89,9 +97,9 @@ func runCreate(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 	}
 	out.created = len(e.rec.podsOf(keySet(sent)))
 	out.figures = []figure{
-		{"allReady", "all ready (from the first create)", "s", allReady},
-		{"p50", "per-cluster create→ready p50", "s", percentile(lat, 0.50)},
-		{"p99", "per-cluster create→ready p99", "s", percentile(lat, 0.99)},
+		{figureAllReady, "all ready (from the first create)", "s", allReady},
+		{figureP50, "per-cluster create→ready p50", "s", percentile(lat, 0.50)},
+		{figureP99, "per-cluster create→ready p99", "s", percentile(lat, 0.99)},
 	}
 	return out, err
 }
