@@ -264,6 +264,32 @@ func (e *env) timesToReady(sent map[string]time.Time) []float64 {
 	return out
 }
 
+// phases splits each cluster of sent into the seconds from its create request to its first pod (the
+// operator's part before Kruise or the kubelet start any pod) and from its last pod Ready to its ready state
+// (the operator noticing and writing it; zero for kruise-alone, whose ready is its last pod's).
+func (e *env) phases(sent map[string]time.Time) (toFirstPod, readyToState []float64) {
+	e.rec.mu.Lock()
+	defer e.rec.mu.Unlock()
+	for k, t := range sent {
+		var first, lastReady time.Time
+		for _, p := range e.rec.podsOfLocked(map[string]bool{k: true}) {
+			if first.IsZero() || p.Added.Before(first) {
+				first = p.Added
+			}
+			if p.Ready.After(lastReady) {
+				lastReady = p.Ready
+			}
+		}
+		if !first.IsZero() {
+			toFirstPod = append(toFirstPod, first.Sub(t).Seconds())
+		}
+		if r, ok := e.rec.readyAt[k]; ok && !lastReady.IsZero() {
+			readyToState = append(readyToState, max(0, r.Sub(lastReady).Seconds()))
+		}
+	}
+	return toFirstPod, readyToState
+}
+
 // settle lets late events arrive (a duplicate pod, a late deletion) before pods are counted.
 func (e *env) settle(ctx context.Context) {
 	select {

@@ -92,6 +92,7 @@ func runCreate(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 	err = e.waitReadyFor(ctx, sent, smallCluster.workers)
 	allReady := time.Since(start).Seconds()
 	lat := e.timesToReady(sent)
+	toFirstPod, readyToState := e.phases(sent)
 	if err == nil {
 		e.settle(ctx)
 	}
@@ -100,6 +101,8 @@ func runCreate(ctx context.Context, e *env, ns string) (scenarioOutput, error) {
 		{figureAllReady, "all ready (from the first create)", "s", allReady},
 		{figureP50, "per-cluster create→ready p50", "s", percentile(lat, 0.50)},
 		{figureP99, "per-cluster create→ready p99", "s", percentile(lat, 0.99)},
+		{"firstPodP50", "per-cluster create→first pod p50", "s", percentile(toFirstPod, 0.50)},
+		{"stateLagP50", "per-cluster last pod Ready→ready state p50", "s", percentile(readyToState, 0.50)},
 	}
 	return out, err
 }
