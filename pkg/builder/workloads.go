@@ -4,6 +4,7 @@ import (
 	"crypto/sha1" //nolint:gosec // KubeRay's hash, for equality only
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 
@@ -137,21 +138,29 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 }
 
 // setSpecHash records a hash of the parts of a workload spec that kray owns apart from replicas and
-// podsToDelete, so the reconciler rewrites them only when they change.
+// podsToDelete, so the reconciler rewrites them only when they change. The template is hashed in its
+// generated protobuf encoding, which is deterministic (map keys sorted) and several times cheaper to produce
+// than JSON on every reconcile; the small Kruise parts, which have no protobuf encoding, as JSON.
 func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strategy any, lifecycle *appspub.Lifecycle) {
-	data, err := json.Marshal(struct {
-		Template  corev1.PodTemplateSpec
-		Strategy  any
-		Lifecycle *appspub.Lifecycle `json:",omitempty"`
-	}{template, strategy, lifecycle})
+	tmpl, err := template.Marshal()
 	if err != nil {
 		panic(err) // API types always marshal
 	}
-	sum := sha256.Sum256(data)
+	rest, err := json.Marshal(struct {
+		Strategy  any
+		Lifecycle *appspub.Lifecycle `json:",omitempty"`
+	}{strategy, lifecycle})
+	if err != nil {
+		panic(err) // API types always marshal
+	}
+	h := sha256.New()
+	_ = binary.Write(h, binary.BigEndian, uint64(len(tmpl))) // a hash.Hash never fails to write
+	h.Write(tmpl)
+	h.Write(rest)
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
 	}
-	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
+	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // RecreateHash is KubeRay's ray.io/upgrade-strategy-recreate-hash: base32hex of the SHA-1 of the spec's JSON
