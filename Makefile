@@ -112,6 +112,10 @@ bench-kruise-defaults: ## The same with kruise-manager at Kruise's own defaults;
 bench-start-delay: ## The same with pods that take 10 s +- 5 s to start; writes docs/bench/start-delay/.
 	hack/bench/bench.sh -pod-start-delay=10s -pod-start-jitter=5s -out=docs/bench/start-delay -report=docs/bench/start-delay/report.md $(BENCH_ARGS)
 
+.PHONY: bench-pod-webhook
+bench-pod-webhook: ## The same with Kruise's pod webhooks on, as in a default Kruise install; writes docs/bench/pod-webhook/.
+	hack/bench/bench.sh -kruise-pod-webhook -out=docs/bench/pod-webhook -report=docs/bench/pod-webhook/report.md $(BENCH_ARGS)
+
 .PHONY: bench-growth
 bench-growth: ## kray vs KubeRay creating 100, 300 and 1,000 clusters, a fresh cluster each; writes docs/bench/growth/ and a section of docs/benchmarks.md.
 	hack/bench/bench.sh -growth=100,300,1000 -operators=kray,kuberay $(BENCH_ARGS)

@@ -52,11 +52,14 @@ type config struct {
 	PodStartDelay  time.Duration `json:"podStartDelay"`
 	PodStartJitter time.Duration `json:"podStartJitter"`
 	// KruiseProfile is hack/cluster.sh's KRAY_KRUISE_PROFILE: recommended (kray's settings) or defaults.
-	KruiseProfile string   `json:"kruiseProfile"`
-	KrayArgs      []string `json:"krayExtraArgs"`
-	KubeRayArgs   []string `json:"kuberayExtraArgs"`
-	OutDir        string   `json:"-"`
-	Report        string   `json:"-"`
+	KruiseProfile string `json:"kruiseProfile"`
+	// KruisePodWebhook is hack/cluster.sh's KRAY_KRUISE_POD_WEBHOOK: Kruise's pod webhooks on, as in a default
+	// Kruise install.
+	KruisePodWebhook bool     `json:"kruisePodWebhook,omitempty"`
+	KrayArgs         []string `json:"krayExtraArgs"`
+	KubeRayArgs      []string `json:"kuberayExtraArgs"`
+	OutDir           string   `json:"-"`
+	Report           string   `json:"-"`
 	// RenderOnly, when set, names a results.json to render again (report and chart) without measuring.
 	RenderOnly string `json:"-"`
 	// Growth, when set, makes this a growth run: the create scenario alone at each of these cluster counts
@@ -107,6 +110,7 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "limit for each scenario")
 	flag.DurationVar(&cfg.Settle, "settle", 10*time.Second, "extra watch time after a scenario to catch late creations/deletions")
 	flag.StringVar(&cfg.KruiseProfile, "kruise", "recommended", "kruise-manager settings: recommended (kray's) or defaults (Kruise's own)")
+	flag.BoolVar(&cfg.KruisePodWebhook, "kruise-pod-webhook", false, "turn Kruise's PodWebhook gate on: every pod create, update, deletion and eviction passes through kruise-manager, as in a default Kruise install")
 	flag.DurationVar(&cfg.PodStartDelay, "pod-start-delay", 0, "time kwok takes to start a pod (0: at once)")
 	flag.DurationVar(&cfg.PodStartJitter, "pod-start-jitter", 0, "uniform jitter around -pod-start-delay (at most the delay)")
 	flag.StringVar(&krayArgs, "kray-args", "", "extra kray flags, space separated")

@@ -244,6 +244,9 @@ func renderMarkdown(cfg config, res *results) string {
 	case "recommended":
 		fmt.Fprintf(&w, "**Kruise:** kruise-manager as kray recommends (`hack/cluster.sh`'s KRUISE_RECOMMENDED_ARGS; the flags are listed at the end).\n\n")
 	}
+	if cfg.KruisePodWebhook {
+		fmt.Fprintf(&w, "**Kruise pod webhooks:** on (the `PodWebhook` gate, as in a default Kruise install): every pod create, update (not status), deletion and eviction passes through kruise-manager, for both operators.\n\n")
+	}
 	if cfg.PodStartDelay > 0 {
 		fmt.Fprintf(&w, "**Pod start:** kwok makes each pod Running %s ± %s after it is scheduled (uniform), as a real node "+
 			"pulling an image and running `ray start` would; the readiness gates follow as usual.\n\n", cfg.PodStartDelay, cfg.PodStartJitter)

@@ -171,6 +171,8 @@ start_kruise_manager() {
     defaults) ;;
     *) die "KRAY_KRUISE_PROFILE must be recommended or defaults, not '${KRUISE_PROFILE}'" ;;
   esac
+  [[ "${KRUISE_POD_WEBHOOK}" == true || "${KRUISE_POD_WEBHOOK}" == false ]] ||
+    die "KRAY_KRUISE_POD_WEBHOOK must be true or false, not '${KRUISE_POD_WEBHOOK}'"
   start_process kruise-manager \
     WEBHOOK_HOST=127.0.0.1 \
     WEBHOOK_PORT="${KRUISE_WEBHOOK_PORT}" \
@@ -180,7 +182,7 @@ start_kruise_manager() {
     -- \
     --kubeconfig="${KUBECONFIG_DIR}/kruise-manager.kubeconfig" \
     --enable-leader-election=false \
-    --feature-gates=PodWebhook=false,KruiseDaemon=false \
+    --feature-gates="PodWebhook=${KRUISE_POD_WEBHOOK},KruiseDaemon=false" \
     --protection-log-path="${KRUISE_DIR}/protection-log" \
     --metrics-addr="127.0.0.1:${KRUISE_METRICS_PORT}" \
     --health-probe-addr="127.0.0.1:${KRUISE_HEALTH_PORT}" \
