@@ -25,13 +25,18 @@ func TestReconcileCreatesAClusterOnceThenWritesNothing(t *testing.T) {
 	e := newEnv(t, rc)
 
 	want := []string{
-		"create StatefulSet/c-head (dry run)", "create CloneSet/c-small-worker (dry run)", "create CloneSet/c-big-worker (dry run)",
+		// The dry runs go out together, in no particular order.
+		"create CloneSet/c-big-worker (dry run)", "create CloneSet/c-small-worker (dry run)", "create StatefulSet/c-head (dry run)",
 		"create Service/c-head-svc",
 		"create StatefulSet/c-head",
 		"create CloneSet/c-small-worker", "create CloneSet/c-big-worker",
 	}
 	// The status waits for the next reconcile: nothing the first one read exists yet.
-	if diff := cmp.Diff(want, e.mustReconcile(rc)); diff != "" {
+	first := e.mustReconcile(rc)
+	if len(first) >= 3 {
+		slices.Sort(first[:3])
+	}
+	if diff := cmp.Diff(want, first); diff != "" {
 		t.Fatalf("first reconcile's writes (-want +got):\n%s", diff)
 	}
 	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.ObservedGeneration != 0 {
