@@ -88,15 +88,23 @@ func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
 	return !equality.Semantic.DeepEqual(a, b)
 }
 
-// ProgressOnly reports whether updated differs from old only in pod counts (ready and available workers,
-// each group's updateProgress) and lastUpdateTime: pods coming up or going away, with no change of state,
-// condition, endpoint or desired size. The caller may space such writes out; any other difference is
-// written at once.
+// ProgressOnly reports whether updated differs from old only in how far things have come, not in where
+// they stand: pod counts (ready and available workers, each group's updateProgress), the head's pod and
+// Service addresses, and the reason or message of a condition whose status is unchanged, besides
+// lastUpdateTime. A change of state, of a condition's status, of an endpoint or of the desired size is not
+// progress. The caller may space progress writes out; any other difference is written at once.
 func ProgressOnly(old, updated rayv1.RayClusterStatus) bool {
 	a, b := old.DeepCopy(), updated.DeepCopy()
 	a.LastUpdateTime, b.LastUpdateTime = nil, nil
 	a.ReadyWorkerReplicas, a.AvailableWorkerReplicas = b.ReadyWorkerReplicas, b.AvailableWorkerReplicas
 	a.UpdateProgress = b.UpdateProgress
+	a.Head = b.Head
+	for i := range a.Conditions {
+		c := &a.Conditions[i]
+		if u := meta.FindStatusCondition(b.Conditions, c.Type); u != nil && u.Status == c.Status {
+			c.Reason, c.Message, c.LastTransitionTime = u.Reason, u.Message, u.LastTransitionTime
+		}
+	}
 	return equality.Semantic.DeepEqual(a, b)
 }
 

@@ -196,11 +196,21 @@ func TestProgressOnly(t *testing.T) {
 		"a group's updated pods": {func(st *rayv1.RayClusterStatus) {
 			st.UpdateProgress = []rayv1.GroupUpdateProgress{{GroupName: "g", Replicas: 2, UpdatedReplicas: 1}}
 		}, true},
-		"the state":                  {func(st *rayv1.RayClusterStatus) { st.State = rayv1.Suspended; st.ReadyWorkerReplicas++ }, false},
-		"a condition":                {func(st *rayv1.RayClusterStatus) { st.Conditions[0].Status = "Unknown" }, false},
-		"the desired workers":        {func(st *rayv1.RayClusterStatus) { st.DesiredWorkerReplicas++ }, false},
-		"the observed generation":    {func(st *rayv1.RayClusterStatus) { st.ObservedGeneration++ }, false},
-		"the head's address":         {func(st *rayv1.RayClusterStatus) { st.Head = rayv1.HeadInfo{PodIP: "10.0.0.9"} }, false},
+		"the state":               {func(st *rayv1.RayClusterStatus) { st.State = rayv1.Suspended; st.ReadyWorkerReplicas++ }, false},
+		"a condition":             {func(st *rayv1.RayClusterStatus) { st.Conditions[0].Status = "Unknown" }, false},
+		"the desired workers":     {func(st *rayv1.RayClusterStatus) { st.DesiredWorkerReplicas++ }, false},
+		"the observed generation": {func(st *rayv1.RayClusterStatus) { st.ObservedGeneration++ }, false},
+		"the head's address":      {func(st *rayv1.RayClusterStatus) { st.Head = rayv1.HeadInfo{PodIP: "10.0.0.9"} }, true},
+		"a condition's message": {func(st *rayv1.RayClusterStatus) {
+			st.Conditions[0].Reason, st.Conditions[0].Message = "Other", "another message"
+		}, true},
+		"a condition's status and message": {func(st *rayv1.RayClusterStatus) {
+			st.Conditions[0].Status, st.Conditions[0].Message = "Unknown", "another message"
+		}, false},
+		"a new condition": {func(st *rayv1.RayClusterStatus) {
+			st.Conditions = append(st.Conditions, metav1.Condition{Type: "New", Status: "True"})
+		}, false},
+		"the endpoints":              {func(st *rayv1.RayClusterStatus) { st.Endpoints = map[string]string{"dashboard": "8266"} }, false},
 		"the reason with the counts": {func(st *rayv1.RayClusterStatus) { st.Reason = "x"; st.ReadyWorkerReplicas-- }, false},
 	}
 	for name, tc := range cases {
