@@ -15,7 +15,7 @@
 #   KRAY_CONFIG_IMAGE                   image name used in config/ to replace with KRAY_E2E_IMAGE; default:
 #                                       the only Deployment image in config/default whose name contains
 #                                       "kray" or "controller"
-#   KRAY_KRUISE_FEATURE_GATES=PodWebhook=false,KruiseDaemon=false
+#   KRAY_KRUISE_FEATURE_GATES=PodWebhook=true,KruiseDaemon=false
 #                                       the same gates as the local cluster (hack/cluster.sh): no pod
 #                                       webhooks in the way of every pod create, no kruise-daemon DaemonSet
 #   KRAY_E2E_TIMEOUT=30m  KRAY_E2E_GO_TEST_ARGS (extra `go test` arguments, split on whitespace)
@@ -33,7 +33,7 @@ CLUSTER="${KRAY_KIND_CLUSTER:-kray-e2e}"
 IMAGE="${KRAY_E2E_IMAGE:-kray-operator:e2e}"
 KRUISE_CHART_REPO=https://openkruise.github.io/charts
 KRUISE_CHART_VERSION="${KRUISE_VERSION#v}"
-KRUISE_FEATURE_GATES="${KRAY_KRUISE_FEATURE_GATES:-PodWebhook=false,KruiseDaemon=false}"
+KRUISE_FEATURE_GATES="${KRAY_KRUISE_FEATURE_GATES:-PodWebhook=true,KruiseDaemon=false}"
 E2E_TIMEOUT="${KRAY_E2E_TIMEOUT:-30m}"
 
 log() { printf '[kind-e2e] %s\n' "$*" >&2; }
