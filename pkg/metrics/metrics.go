@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,10 +56,18 @@ func ObservePhase(phase string, d time.Duration, err error) {
 	}
 }
 
+// clusterStates holds each observed RayCluster's state ("namespace/name" to state): the label of its one
+// clusterInfo series, so that a new state replaces it without scanning every cluster's series.
+var clusterStates sync.Map
+
 // ObserveCluster records a RayCluster's state and pod count, replacing its previous state series.
 func ObserveCluster(namespace, name, state string, pods int) {
-	clusterInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
-	clusterInfo.WithLabelValues(namespace, name, state).Set(1)
+	if old, seen := clusterStates.Swap(namespace+"/"+name, state); !seen || old.(string) != state {
+		if seen {
+			clusterInfo.DeleteLabelValues(namespace, name, old.(string))
+		}
+		clusterInfo.WithLabelValues(namespace, name, state).Set(1)
+	}
 	clusterPods.WithLabelValues(namespace, name).Set(float64(pods))
 }
 
@@ -69,7 +78,9 @@ func ObserveFirstReady(d time.Duration) {
 
 // Forget drops a deleted RayCluster's series.
 func Forget(namespace, name string) {
-	clusterInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	if old, seen := clusterStates.LoadAndDelete(namespace + "/" + name); seen {
+		clusterInfo.DeleteLabelValues(namespace, name, old.(string))
+	}
 	clusterPods.DeleteLabelValues(namespace, name)
 }
 
