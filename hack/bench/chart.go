@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -77,6 +78,9 @@ func writeChart(path string, res *results) error {
 
 // writePNG encodes img as a PNG file at path.
 func writePNG(path string, img image.Image) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err

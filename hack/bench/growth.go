@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,11 +122,7 @@ func (res *growthResults) grow(ctx context.Context, ops []*operator, measure mea
 // writeGrowth writes results.json and chart.png to <outDir>/growth and rewrites the growth section of
 // the report at report.
 func writeGrowth(outDir, report string, res *growthResults) error {
-	dir := filepath.Join(outDir, growthDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, resultsFile), res); err != nil {
+	if err := writeJSON(filepath.Join(outDir, growthDir, resultsFile), res); err != nil {
 		return err
 	}
 	return renderGrowthTo(outDir, report, res)
@@ -146,9 +141,6 @@ func renderGrowth(_ context.Context, cfg config) error {
 // renderGrowthTo draws <outDir>/growth/chart.png and rewrites the report's growth section.
 func renderGrowthTo(outDir, report string, res *growthResults) error {
 	dir := filepath.Join(outDir, growthDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	if err := writeGrowthChart(filepath.Join(dir, chartFile), res); err != nil {
 		return err
 	}

@@ -109,6 +109,9 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
@@ -160,9 +163,6 @@ func commandOutput(dir, name string, args ...string) string {
 // writeResults writes results.json and chart.png to cfg.OutDir and rewrites the generated section of
 // cfg.Report, keeping everything outside its markers.
 func writeResults(cfg config, res *results) error {
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return err
-	}
 	if err := writeJSON(filepath.Join(cfg.OutDir, resultsFile), res); err != nil {
 		return err
 	}
