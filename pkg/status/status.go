@@ -83,9 +83,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 // semantically: a status read back from the API server has quantities that carry their string form and
 // times in the local zone, which a plain deep comparison would see as changes on every reconcile.
 func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
-	a, b := old.DeepCopy(), updated.DeepCopy()
-	a.LastUpdateTime, b.LastUpdateTime = nil, nil
-	return !equality.Semantic.DeepEqual(a, b)
+	return !sameBut(old, updated, func(*rayv1.RayClusterStatus, *rayv1.RayClusterStatus) {})
 }
 
 // ProgressOnly reports whether updated differs from old only in how far things have come, not in where
@@ -94,18 +92,26 @@ func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
 // lastUpdateTime. A change of state, of a condition's status, of an endpoint or of the desired size is not
 // progress. The caller may space progress writes out; any other difference is written at once.
 func ProgressOnly(old, updated rayv1.RayClusterStatus) bool {
-	a, b := old.DeepCopy(), updated.DeepCopy()
-	a.LastUpdateTime, b.LastUpdateTime = nil, nil
-	a.ReadyWorkerReplicas, a.AvailableWorkerReplicas = b.ReadyWorkerReplicas, b.AvailableWorkerReplicas
-	a.UpdateProgress = b.UpdateProgress
-	a.Head = b.Head
-	for i := range a.Conditions {
-		c := &a.Conditions[i]
-		if u := meta.FindStatusCondition(b.Conditions, c.Type); u != nil && u.Status == c.Status {
-			c.Reason, c.Message, c.LastTransitionTime = u.Reason, u.Message, u.LastTransitionTime
+	return sameBut(old, updated, func(a, b *rayv1.RayClusterStatus) {
+		a.ReadyWorkerReplicas, a.AvailableWorkerReplicas = b.ReadyWorkerReplicas, b.AvailableWorkerReplicas
+		a.UpdateProgress = b.UpdateProgress
+		a.Head = b.Head
+		for i := range a.Conditions {
+			c := &a.Conditions[i]
+			if u := meta.FindStatusCondition(b.Conditions, c.Type); u != nil && u.Status == c.Status {
+				c.Reason, c.Message, c.LastTransitionTime = u.Reason, u.Message, u.LastTransitionTime
+			}
 		}
-	}
-	return equality.Semantic.DeepEqual(a, b)
+	})
+}
+
+// sameBut reports whether old and updated are semantically equal once lastUpdateTime is set aside and
+// ignore has copied into a copy of old the fields of updated that do not count.
+func sameBut(old, updated rayv1.RayClusterStatus, ignore func(a, b *rayv1.RayClusterStatus)) bool {
+	a, b := old.DeepCopy(), updated
+	a.LastUpdateTime, b.LastUpdateTime = nil, nil
+	ignore(a, &b)
+	return equality.Semantic.DeepEqual(*a, b)
 }
 
 func workers(rc *rayv1.RayCluster, st *rayv1.RayClusterStatus, pods []corev1.Pod) {
