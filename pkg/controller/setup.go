@@ -26,6 +26,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/status"
 )
 
@@ -198,7 +199,7 @@ func headLost(oldObj, newObj client.Object) bool {
 	if !ok {
 		return true
 	}
-	if newPod.DeletionTimestamp != nil || newPod.Status.Phase == corev1.PodFailed || newPod.Status.Phase == corev1.PodSucceeded {
+	if newPod.DeletionTimestamp != nil || scale.IsDead(newPod) {
 		return true
 	}
 	oldPod, ok := oldObj.(*corev1.Pod)

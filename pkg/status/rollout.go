@@ -13,6 +13,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/spec"
 )
 
@@ -99,7 +100,7 @@ func groupProgress(group, nodeType string, pods []corev1.Pod, updateRevision str
 	p := rayv1.GroupUpdateProgress{GroupName: group, TargetReplicas: target}
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Labels[constants.LabelNodeType] != nodeType || pod.Labels[constants.LabelGroup] != group || !podLive(pod) {
+		if pod.Labels[constants.LabelNodeType] != nodeType || pod.Labels[constants.LabelGroup] != group || pod.DeletionTimestamp != nil || scale.IsDead(pod) {
 			continue
 		}
 		p.Replicas++
@@ -112,11 +113,6 @@ func groupProgress(group, nodeType string, pods []corev1.Pod, updateRevision str
 		}
 	}
 	return p
-}
-
-// podLive reports whether a pod counts among its workload's replicas: not being deleted and not ended.
-func podLive(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
 // atRevision reports whether a pod's controller-revision-hash label names revision, in full or by the hash
