@@ -179,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // deferStatus reports whether this reconcile leaves the status to the next one: it created a new cluster's
 // workloads without an error, so what it read describes nothing that exists yet, and the creations' own watch
 // events (the head StatefulSet's at least) reconcile the cluster again within the batching window. One
-// status write and one reconcile saved per new cluster.
+// status write saved per new cluster.
 func deferStatus(s *state, obs status.Observed) bool {
 	return s.createdHead && obs.SyncError == nil && obs.InvalidSpec == nil && len(s.rc.Status.Conditions) == 0
 }
