@@ -238,7 +238,7 @@ func renderGrowthMarkdown(res *growthResults, dir string) string {
 		"p50 and p99 are per-cluster create→ready times; ratio is kray ÷ KubeRay of the time to all ready; "+
 		"*/cluster* is the scenario's total ÷ N; requests are the operator's API requests, reconciles its RayCluster "+
 		"reconciles; kruise-manager's CPU is that of kray's run (it does kray's pod work).\n\n",
-		cfg.CreateRate, kruisePhrase(cfg.KruiseProfile), podStartPhrase(cfg), nodeRange(res.Points))
+		cfg.CreateRate, kruisePhrase(cfg), podStartPhrase(cfg), nodeRange(res.Points))
 	fmt.Fprintf(&w, "Run %s → %s (UTC) on %d CPUs (%s), kray `%s`, KubeRay %s. Raw data: [`%s`](%s).\n\n",
 		res.Started.Format(time.DateTime), res.Finished.Format(time.DateTime), m.NProc, m.CPU, m.KrayVersion,
 		m.Versions["KUBERAY_VERSION"], filepath.Join(dir, resultsFile), filepath.Join(dir, resultsFile))
@@ -281,15 +281,19 @@ func growthErrors(res *growthResults) []string {
 	return out
 }
 
-// kruisePhrase describes kruise-manager's settings for a -kruise profile.
-func kruisePhrase(profile string) string {
-	switch profile {
+// kruisePhrase describes kruise-manager's settings: its -kruise profile and, when on, its pod webhooks.
+func kruisePhrase(cfg config) string {
+	phrase := "kruise-manager profile " + cfg.KruiseProfile
+	switch cfg.KruiseProfile {
 	case "recommended":
-		return "kruise-manager as kray recommends"
+		phrase = "kruise-manager as kray recommends"
 	case "defaults":
-		return "kruise-manager at Kruise's own defaults"
+		phrase = "kruise-manager at Kruise's own defaults"
 	}
-	return "kruise-manager profile " + profile
+	if cfg.KruisePodWebhook {
+		phrase += " with its pod webhooks on"
+	}
+	return phrase
 }
 
 // podStartPhrase describes how soon kwok starts a pod.
