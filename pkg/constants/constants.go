@@ -100,6 +100,7 @@ const (
 // Kruise's pod lifecycle contract (kruise-api apps/pub), read by kray.
 const (
 	LabelKruiseLifecycleState  = "lifecycle.apps.kruise.io/state"
+	KruiseStatePreparingNormal = "PreparingNormal"
 	KruiseStatePreparingDelete = "PreparingDelete"
 	KruiseStateNormal          = "Normal"
 	ReadinessGateInPlaceUpdate = "InPlaceUpdateReady"

@@ -151,7 +151,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 // reconciles and status writes instead of one per event. With headLossAtOnce, an event that shows the head
 // going down (no longer Ready, ended, deleted or being deleted) is never delayed: HeadPodReady must see a
 // head that is down for less than the window. A head coming up (created, Running, Ready) is batched like the
-// workers, so a new cluster's head and workers becoming ready cost one status write, not one each.
+// workers, so a new cluster's head and workers becoming ready cost one status write, not one each. A pod
+// update that changes nothing kray reads (podChangeMatters) enqueues nothing: about half of a new pod's
+// updates are its binding and the conditions Kruise keeps.
 type clusterHandler struct {
 	batch          time.Duration
 	headLossAtOnce bool
@@ -162,6 +164,10 @@ func (h clusterHandler) Create(_ context.Context, e event.CreateEvent, q workque
 }
 
 func (h clusterHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	oldPod, isPod := e.ObjectOld.(*corev1.Pod)
+	if newPod, ok := e.ObjectNew.(*corev1.Pod); isPod && ok && !podChangeMatters(oldPod, newPod) {
+		return
+	}
 	h.enqueue(e.ObjectNew, q, h.headLossAtOnce && isHead(e.ObjectNew) && headLost(e.ObjectOld, e.ObjectNew))
 }
 

@@ -17,8 +17,8 @@ import (
 )
 
 // Worker pod and workload events reach the queue after the batch window, and so does a head coming up; a
-// head going down (no longer Ready, failed, being deleted, deleted) at once; objects without the cluster label
-// never.
+// head going down (no longer Ready, failed, being deleted, deleted) at once; objects without the cluster label,
+// and pod updates kray does not read, never.
 func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 	labelled := func(obj client.Object, nodeType string) client.Object {
 		obj.SetNamespace("ns")
@@ -57,7 +57,9 @@ func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 			obj: pod(constants.NodeTypeHead, true, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }), atOnce: true},
 		{name: "head deleted", handler: head, obj: pod(constants.NodeTypeHead, true, nil), deleted: true, atOnce: true},
 		{name: "CloneSet", handler: clusterHandler{batch: 50 * time.Millisecond}, obj: labelled(&kruisev1alpha1.CloneSet{}, constants.NodeTypeWorker)},
-		{name: "batching off", handler: clusterHandler{}, obj: labelled(&corev1.Pod{}, constants.NodeTypeWorker), atOnce: true},
+		{name: "batching off", handler: clusterHandler{}, old: pod(constants.NodeTypeWorker, false, nil), obj: pod(constants.NodeTypeWorker, true, nil), atOnce: true},
+		{name: "pod update kray does not read", handler: head, old: pod(constants.NodeTypeHead, true, nil),
+			obj: pod(constants.NodeTypeHead, true, func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }), never: true},
 		{name: "no cluster label", handler: clusterHandler{batch: 50 * time.Millisecond}, obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, never: true},
 	}
 	for _, tc := range cases {
