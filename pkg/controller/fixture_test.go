@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,13 +92,12 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 
 // fakeAPI is a fake API server holding objs; like a real one, it gives every created object a UID.
 func fakeAPI(objs ...client.Object) client.Client {
-	uids := 0
+	var uids atomic.Int64
 	return withIndexes(fake.NewClientBuilder().WithScheme(testScheme())).WithObjects(objs...).
 		WithStatusSubresource(&rayv1.RayCluster{}, &kruisev1alpha1.CloneSet{}, &kruisev1beta1.StatefulSet{}, &corev1.Pod{}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if obj.GetUID() == "" {
-				uids++
-				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids)))
+				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids.Add(1))))
 			}
 			return c.Create(ctx, obj, opts...)
 		}}).Build()

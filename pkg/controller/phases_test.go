@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -499,4 +500,74 @@ func TestDrainSendsTheClusterToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A new cluster's workloads and Services are created at once, after what the head needs (the autoscaler's
+// RBAC) exists; the dry runs before them.
+func TestNewClusterCreationsGoOutTogether(t *testing.T) {
+	rc := cluster("c").group("a", 1).group("b", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+	}).obj()
+	e := newEnv(t, rc)
+	together := []string{"StatefulSet/c-head", "CloneSet/c-a-worker", "CloneSet/c-b-worker", "Service/c-head-svc"}
+	w := &overlapWriter{Writer: e.writer, hold: together, started: map[string]int{}, done: map[string]int{}}
+	e.r.Writer = w
+	if _, _, err := e.reconcile(rc); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if w.most != len(together) {
+		t.Errorf("at most %d creations in flight at once, want %d: started %v, done %v", w.most, len(together), w.started, w.done)
+	}
+	for _, obj := range together {
+		if w.started[obj] == 0 {
+			t.Fatalf("%s was not created: %v", obj, w.started)
+		}
+		if w.started[obj] < w.done["RoleBinding/c"] {
+			t.Errorf("%s started before the autoscaler's RBAC was in place", obj)
+		}
+	}
+}
+
+// overlapWriter records when each creation starts and ends, and how many are in flight at most. Each of the
+// creations in hold waits, up to a second, until as many creations are in flight, so that creations sent at
+// once are seen together however the goroutines are scheduled.
+type overlapWriter struct {
+	Writer
+	hold []string
+
+	mu       sync.Mutex
+	step     int
+	inFlight int
+	most     int
+	started  map[string]int
+	done     map[string]int
+}
+
+func (w *overlapWriter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if slices.ContainsFunc(opts, func(o client.CreateOption) bool { return o == client.DryRunAll }) {
+		return w.Writer.Create(ctx, obj, opts...)
+	}
+	// The kind is set by the builders on every object kray creates.
+	key := obj.GetObjectKind().GroupVersionKind().Kind + "/" + obj.GetName()
+	w.mu.Lock()
+	w.step++
+	w.started[key] = w.step
+	w.inFlight++
+	w.most = max(w.most, w.inFlight)
+	w.mu.Unlock()
+	for deadline := time.Now().Add(time.Second); slices.Contains(w.hold, key) && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		n := w.most
+		w.mu.Unlock()
+		if n >= len(w.hold) {
+			break
+		}
+	}
+	err := w.Writer.Create(ctx, obj, opts...)
+	w.mu.Lock()
+	w.step++
+	w.done[key] = w.step
+	w.inFlight--
+	w.mu.Unlock()
+	return err
 }

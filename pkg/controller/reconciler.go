@@ -61,19 +61,20 @@ type Reconciler struct {
 	progress heldProgress
 }
 
-// The phases, in the order they run.
+// The phases, in the order they run. The Services and the Ingress come after the workloads, which need
+// nothing of them, so that a new cluster creates its workloads and Services in one batch (see runPhases).
 const (
 	phaseExtensions       = "extension-annotations"
 	phasePreflight        = "preflight"
 	phaseAutoscalerRBAC   = "autoscaler-rbac"
-	phaseIngress          = "ingress"
 	phaseAuthSecret       = "auth-secret"
-	phaseHeadService      = "head-service"
-	phaseHeadlessService  = "headless-worker-service"
-	phaseServeService     = "serve-service"
 	phaseGCSStorage       = "gcs-pvc"
 	phaseHeadStatefulSet  = "head-statefulset"
 	phaseWorkerCloneSets  = "worker-clonesets"
+	phaseIngress          = "ingress"
+	phaseHeadService      = "head-service"
+	phaseHeadlessService  = "headless-worker-service"
+	phaseServeService     = "serve-service"
 	phaseReplicaLabels    = "replica-labels"
 	phaseWorkerDrain      = "worker-drain"
 	phaseDeadPodsDeletion = "pod-hygiene"
@@ -87,6 +88,10 @@ type phase struct {
 	// creates objects (a new cluster whose templates are refused gets nothing at all), and what the pods of
 	// the workload a phase writes refer to (a ServiceAccount, a Secret, a claim).
 	needs []string
+	// creates marks a phase that writes only objects of its own and reads nothing another phase leaves in
+	// the state when the cluster is new (state.isNew): a new cluster's consecutive creates phases run at once
+	// (see runPhases).
+	creates bool
 }
 
 func (r *Reconciler) phases() []phase {
@@ -94,15 +99,15 @@ func (r *Reconciler) phases() []phase {
 	return []phase{
 		{name: phaseExtensions, run: r.keepExtensionAnnotations},
 		{name: phasePreflight, run: r.preflightNewCluster},
-		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre},
-		{name: phaseIngress, run: r.reconcileIngress, needs: pre},
-		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre},
-		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre},
-		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre},
-		{name: phaseServeService, run: r.reconcileServeService, needs: pre},
-		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre},
-		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
-		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}},
+		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre, creates: true},
+		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
+		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
+		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}, creates: true},
+		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}, creates: true},
+		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
+		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
+		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre, creates: true},
+		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},
 		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
 		{name: phaseWorkerDrain, run: r.reconcileDrains},
 		{name: phaseDeadPodsDeletion, run: r.deleteDeadPods},
@@ -185,23 +190,55 @@ func deferStatus(s *state, obs status.Observed) bool {
 }
 
 // runPhases runs every phase whose needs succeeded and returns each failing phase's error, wrapped with the
-// phase's name.
+// phase's name. On a new cluster, consecutive creates phases run at once, up to the first that needs one of
+// them: the head Service, the head StatefulSet and the CloneSets cost one round trip instead of one each.
 func (r *Reconciler) runPhases(ctx context.Context, s *state) []error {
 	var errs []error
-	for _, p := range r.phases() {
+	all := r.phases()
+	for len(all) > 0 {
+		n := 1
+		if s.isNew() && all[0].creates {
+			for n < len(all) && all[n].creates && !needsAny(all[n], all[:n]) {
+				n++
+			}
+		}
+		errs = append(errs, r.runTogether(ctx, s, all[:n])...)
+		all = all[n:]
+	}
+	return errs
+}
+
+// needsAny reports whether p needs one of the phases in ps.
+func needsAny(p phase, ps []phase) bool {
+	return slices.ContainsFunc(ps, func(q phase) bool { return slices.Contains(p.needs, q.name) })
+}
+
+// runTogether runs the phases of ps whose needs succeeded, at once when there are several (state.inCopies).
+func (r *Reconciler) runTogether(ctx context.Context, s *state, ps []phase) []error {
+	var runnable []phase
+	for _, p := range ps {
 		if slices.ContainsFunc(p.needs, func(n string) bool { return s.failed[n] }) {
 			s.failed[p.name] = true
 			continue
 		}
-		start := time.Now()
-		err := p.run(ctx, s)
-		metrics.ObservePhase(p.name, time.Since(start), err)
+		runnable = append(runnable, p)
+	}
+	var failures []error
+	for i, err := range s.inCopies(len(runnable), func(i int, own *state) error { return r.runPhase(ctx, own, runnable[i]) }) {
 		if err != nil {
-			s.failed[p.name] = true
-			errs = append(errs, fmt.Errorf("phase %s: %w", p.name, err))
+			s.failed[runnable[i].name] = true
+			failures = append(failures, fmt.Errorf("phase %s: %w", runnable[i].name, err))
 		}
 	}
-	return errs
+	return failures
+}
+
+// runPhase runs p and records its duration and outcome.
+func (r *Reconciler) runPhase(ctx context.Context, s *state, p phase) error {
+	start := time.Now()
+	err := p.run(ctx, s)
+	metrics.ObservePhase(p.name, time.Since(start), err)
+	return err
 }
 
 // splitRejected separates the errors that refuse the spec itself (admission) from the others, joining each.

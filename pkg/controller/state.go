@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,44 @@ type state struct {
 // newState starts a reconcile of rc, whose spec with kray's annotated extension settings filled in is ext.
 func newState(rc, ext *rayv1.RayCluster, c children) *state {
 	return &state{rc: rc, effective: effectiveCluster(ext), children: c, failed: map[string]bool{}}
+}
+
+// isNew reports whether the cluster has no Kruise workload yet.
+func (s *state) isNew() bool {
+	return s.children.headSet == nil && len(s.children.cloneSets) == 0
+}
+
+// inCopies runs f(i) for every i below n and returns their errors by i. When n is above 1 they run at once,
+// each on its own copy of s (sharing what they only read), and what each copy queued and set is folded back
+// into s in the order of i, so that the events and the outcome do not depend on which write returned first.
+func (s *state) inCopies(n int, f func(i int, own *state) error) []error {
+	errs := make([]error, n)
+	if n == 1 {
+		errs[0] = f(0, s)
+		return errs
+	}
+	copies := make([]state, n)
+	var wg sync.WaitGroup
+	for i := range copies {
+		copies[i] = *s
+		copies[i].events = nil
+		wg.Go(func() { errs[i] = f(i, &copies[i]) })
+	}
+	wg.Wait()
+	for i := range copies {
+		s.fold(&copies[i])
+	}
+	return errs
+}
+
+// fold takes into s what f queued and set on a copy of s (inCopies).
+func (s *state) fold(run *state) {
+	s.events = append(s.events, run.events...)
+	s.createdHead = s.createdHead || run.createdHead
+	s.rolloutHeld = s.rolloutHeld || run.rolloutHeld
+	if run.requeueAfter > 0 {
+		s.retryAfter(run.requeueAfter)
+	}
 }
 
 // effectiveCluster returns rc, or a copy with spec.suspend on while a started suspension completes.

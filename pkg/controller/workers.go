@@ -27,6 +27,9 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 	if s.failed[phaseHeadStatefulSet] {
 		s.holdRollout()
 	}
+	if s.isNew() {
+		return r.createWorkerGroups(ctx, s)
+	}
 	wanted := map[string]bool{}
 	var errs []error
 	for i := range s.effective.Spec.WorkerGroupSpecs {
@@ -42,6 +45,20 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 		}
 	}
 	errs = append(errs, r.deleteRemovedGroups(ctx, s, wanted))
+	return errors.Join(errs...)
+}
+
+// createWorkerGroups creates a new cluster's CloneSets at once. It runs beside the head phase (runPhases), so
+// it does not see the head fail; a held rollout would have nothing to hold in a CloneSet being created.
+func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
+	groups := s.effective.Spec.WorkerGroupSpecs
+	errs := s.inCopies(len(groups), func(i int, own *state) error {
+		group := &groups[i]
+		if err := r.reconcileWorkerGroup(ctx, own, group, nil, builder.WorkerCloneSet(own.effective, group, r.Options, own.rolloutHeld)); err != nil {
+			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
+		}
+		return nil
+	})
 	return errors.Join(errs...)
 }
 
