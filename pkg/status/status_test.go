@@ -223,3 +223,22 @@ func TestProgressOnly(t *testing.T) {
 		})
 	}
 }
+
+// The head coming up is progress; the head going down, and the state that follows the head, are not.
+func TestProgressOnlyHeadReady(t *testing.T) {
+	rc := cluster()
+	up := Compute(rc, Observed{Pods: allReady(), Now: now})
+	down := *up.DeepCopy()
+	meta.SetStatusCondition(&down.Conditions, metav1.Condition{Type: string(rayv1.HeadPodReady), Status: metav1.ConditionFalse, Reason: "ContainersNotReady"})
+	if !ProgressOnly(down, up) {
+		t.Error("the head becoming Ready is not progress")
+	}
+	if ProgressOnly(up, down) {
+		t.Error("the head going down is progress")
+	}
+	downAndNotReady := *down.DeepCopy()
+	downAndNotReady.State = ""
+	if ProgressOnly(downAndNotReady, up) {
+		t.Error("the state following the head is progress")
+	}
+}
