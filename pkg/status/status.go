@@ -62,8 +62,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	switch {
 	case suspendedNow:
 		state = rayv1.Suspended
-	case obs.SyncError == nil && obs.InvalidSpec == nil && !spec.ClusterSuspended(rc) &&
-		len(obs.Pods) == int(st.DesiredWorkerReplicas)+1 && allRunningAndReady(obs.Pods):
+	case obs.SyncError == nil && obs.InvalidSpec == nil && !spec.ClusterSuspended(rc) && allPodsUp(&st, obs.Pods):
 		state = rayv1.Ready
 	}
 	if state != st.State {
@@ -219,6 +218,13 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
+// allPodsUp reports whether the cluster has its head and every desired worker, all running and ready. The
+// count matters because Kruise creates a new cluster's head and workers apart: the head is often ready before
+// the first worker pod exists.
+func allPodsUp(st *rayv1.RayClusterStatus, pods []corev1.Pod) bool {
+	return len(pods) == int(st.DesiredWorkerReplicas)+1 && allRunningAndReady(pods)
+}
+
 func allRunningAndReady(pods []corev1.Pod) bool {
 	for i := range pods {
 		if pods[i].Status.Phase != corev1.PodRunning || !PodReady(&pods[i]) {
@@ -349,14 +355,14 @@ func setSuspension(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, pods []core
 	}
 }
 
-// setProvisioned records the first time every pod is running and ready; it stays True afterwards
+// setProvisioned records the first time every pod is running and ready (allPodsUp); it stays True afterwards
 // (a completed suspension resets it).
 func setProvisioned(st *rayv1.RayClusterStatus, pods []corev1.Pod, now metav1.Time) {
 	t := string(rayv1.RayClusterProvisioned)
 	if meta.IsStatusConditionTrue(st.Conditions, t) || meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RayClusterSuspended)) {
 		return
 	}
-	if len(pods) > 0 && allRunningAndReady(pods) {
+	if allPodsUp(st, pods) {
 		set(st, t, metav1.ConditionTrue, constants.ReasonAllPodRunningAndReadyFirstTime, "All Ray Pods are ready for the first time", now)
 		return
 	}

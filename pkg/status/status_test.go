@@ -95,12 +95,17 @@ func TestReady(t *testing.T) {
 func TestNotReady(t *testing.T) {
 	for name, obs := range map[string]Observed{
 		"missing worker":  {Pods: allReady()[:2]},
+		"only the head":   {Pods: allReady()[:1]},
 		"worker unready":  {Pods: []corev1.Pod{rayPod("h", "head", true), rayPod("w1", "worker", true), rayPod("w2", "worker", false)}},
 		"reconcile error": {Pods: allReady(), SyncError: errors.New("webhook down")},
 	} {
 		obs.Now = now
-		if st := Compute(cluster(), obs); st.State == rayv1.Ready {
+		st := Compute(cluster(), obs)
+		if st.State == rayv1.Ready {
 			t.Errorf("%s: state ready", name)
+		}
+		if c := cond(st, rayv1.RayClusterProvisioned); obs.SyncError == nil && c.Status != metav1.ConditionFalse {
+			t.Errorf("%s: Provisioned = %+v", name, c)
 		}
 	}
 }
