@@ -25,7 +25,7 @@ var errStatusConflict = errors.New("status write conflict")
 // progressWriteInterval is how long a status change that only moves pod counts (status.ProgressOnly) waits
 // before it is written, so that the pods of a cluster coming up or going away together cost one write, not
 // one per batch of pods. A change of state or condition is written at once, with the counts it carries.
-const progressWriteInterval = 2 * time.Second
+const progressWriteInterval = 5 * time.Second
 
 // heldProgress remembers, per RayCluster, since when a pod-count-only status change has been held back.
 type heldProgress struct{ since sync.Map }
