@@ -182,6 +182,39 @@ func TestWorkerCountChangesAreHeldBack(t *testing.T) {
 	}
 }
 
+// Until the cluster is first provisioned, a change of the counts alone waits firstProvisionWriteInterval.
+func TestCountsOfANewClusterWaitLonger(t *testing.T) {
+	rc := cluster("c").group("g", 2).obj()
+	e := newEnv(t, rc)
+	e.mustReconcile(rc)
+	e.playKruise(rc)
+	setReady := func(pod string, ready corev1.ConditionStatus) {
+		p := e.get(&corev1.Pod{}, pod).(*corev1.Pod)
+		p.Status.Conditions[0].Status = ready
+		if err := e.api.Status().Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var workers []string
+	for _, p := range e.pods(rc) {
+		if strings.Contains(p, "worker") {
+			workers = append(workers, p)
+		}
+	}
+	setReady(workers[0], corev1.ConditionFalse)
+	if diff := cmp.Diff([]string{"status RayCluster/c"}, e.mustReconcile(rc)); diff != "" {
+		t.Fatalf("first status (-want +got):\n%s", diff)
+	}
+	setReady(workers[1], corev1.ConditionFalse)
+	writes, res, err := e.reconcile(rc)
+	if err != nil || len(writes) != 0 {
+		t.Fatalf("a count change before the cluster was provisioned: writes %v, error %v; want none", writes, err)
+	}
+	if res.RequeueAfter != firstProvisionWriteInterval {
+		t.Errorf("requeue after %v, want %v", res.RequeueAfter, firstProvisionWriteInterval)
+	}
+}
+
 // A change that is more than the worker counts is written at once, with the counts held back before it.
 func TestStatusTransitionsAreNotHeldBack(t *testing.T) {
 	rc := cluster("c").group("g", 2).obj()

@@ -87,16 +87,18 @@ func NeedsWrite(old, updated rayv1.RayClusterStatus) bool {
 
 // ProgressOnly reports whether updated differs from old only in how far things have come, not in where
 // they stand: pod counts (ready and available workers, each group's updateProgress), the head's pod and
-// Service addresses, the head pod becoming Ready (HeadPodReady turning True; the state that follows from it
-// is not progress), and the reason or message of a condition whose status is unchanged, besides
-// lastUpdateTime. A change of state, of any other condition's status (the head going down among them), of
-// an endpoint or of the desired size is not progress. The caller may space progress writes out; any other
+// Service addresses, the head pod becoming Ready before the cluster was first provisioned (HeadPodReady
+// turning True while RayClusterProvisioned is not; the state that follows from it is not progress), and the
+// reason or message of a condition whose status is unchanged, besides lastUpdateTime. A change of state, of
+// any other condition's status (the head going down, or a replaced head coming up, among them), of an
+// endpoint or of the desired size is not progress. The caller may space progress writes out; any other
 // difference is written at once.
 func ProgressOnly(old, updated rayv1.RayClusterStatus) bool {
 	return sameBut(old, updated, func(a, b *rayv1.RayClusterStatus) {
 		a.ReadyWorkerReplicas, a.AvailableWorkerReplicas = b.ReadyWorkerReplicas, b.AvailableWorkerReplicas
 		a.UpdateProgress = b.UpdateProgress
 		a.Head = b.Head
+		provisioned := meta.IsStatusConditionTrue(a.Conditions, string(rayv1.RayClusterProvisioned))
 		for i := range a.Conditions {
 			c := &a.Conditions[i]
 			u := meta.FindStatusCondition(b.Conditions, c.Type)
@@ -104,7 +106,7 @@ func ProgressOnly(old, updated rayv1.RayClusterStatus) bool {
 			case u == nil:
 			case u.Status == c.Status:
 				c.Reason, c.Message, c.LastTransitionTime = u.Reason, u.Message, u.LastTransitionTime
-			case c.Type == string(rayv1.HeadPodReady) && u.Status == metav1.ConditionTrue:
+			case c.Type == string(rayv1.HeadPodReady) && u.Status == metav1.ConditionTrue && !provisioned:
 				*c = *u
 			}
 		}

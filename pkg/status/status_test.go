@@ -229,20 +229,32 @@ func TestProgressOnly(t *testing.T) {
 	}
 }
 
-// The head coming up is progress; the head going down, and the state that follows the head, are not.
+// A new cluster's head coming up is progress; the head going down, a replaced head coming up, and the state
+// that follows the head, are not.
 func TestProgressOnlyHeadReady(t *testing.T) {
 	rc := cluster()
-	up := Compute(rc, Observed{Pods: allReady(), Now: now})
-	down := *up.DeepCopy()
-	meta.SetStatusCondition(&down.Conditions, metav1.Condition{Type: string(rayv1.HeadPodReady), Status: metav1.ConditionFalse, Reason: "ContainersNotReady"})
+	pods := allReady()[:1]
+	up := Compute(rc, Observed{Pods: pods, Now: now})
+	pods[0].Status.Conditions[0].Status = corev1.ConditionFalse
+	down := Compute(rc, Observed{Pods: pods, Now: now})
+	if c := cond(up, rayv1.RayClusterProvisioned); c.Status != metav1.ConditionFalse {
+		t.Fatalf("a cluster with its head alone: Provisioned %+v", c)
+	}
 	if !ProgressOnly(down, up) {
-		t.Error("the head becoming Ready is not progress")
+		t.Error("a new cluster's head becoming Ready is not progress")
 	}
 	if ProgressOnly(up, down) {
 		t.Error("the head going down is progress")
 	}
+
+	provisioned := Compute(rc, Observed{Pods: allReady(), Now: now})
+	replaced := *provisioned.DeepCopy()
+	meta.SetStatusCondition(&replaced.Conditions, metav1.Condition{Type: string(rayv1.HeadPodReady), Status: metav1.ConditionFalse, Reason: "ContainersNotReady"})
+	if ProgressOnly(replaced, provisioned) {
+		t.Error("a replaced head becoming Ready is progress")
+	}
 	downAndNotReady := *down.DeepCopy()
-	downAndNotReady.State = ""
+	downAndNotReady.State = rayv1.Suspended
 	if ProgressOnly(downAndNotReady, up) {
 		t.Error("the state following the head is progress")
 	}
