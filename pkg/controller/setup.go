@@ -124,8 +124,9 @@ type SetupOptions struct {
 const DefaultWorkerPodBatch = 500 * time.Millisecond
 
 // SetupWithManager registers the reconciler: RayCluster spec, label and annotation changes (not its own
-// status writes), the Services, Ingresses and Jobs it owns, and, by the ray.io/cluster label, the cluster's
-// Kruise workloads and pods.
+// status writes), the Ingresses and Jobs it owns, and, by the ray.io/cluster label and batched, the cluster's
+// Services, Kruise workloads and pods (a new cluster's Service, StatefulSet and CloneSets, created at once,
+// then bring one reconcile, not one for the Service and one for the rest).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error {
 	for _, obj := range indexedChildren() {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, indexCluster, clusterOf); err != nil {
@@ -138,7 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&kruisev1alpha1.CloneSet{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Watches(&kruisev1beta1.StatefulSet{}, clusterHandler{batch: opts.WorkerPodBatch}).
-		Owns(&corev1.Service{}).
+		Watches(&corev1.Service{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Owns(&networkingv1.Ingress{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headLossAtOnce: true}).
