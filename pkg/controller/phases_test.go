@@ -502,14 +502,14 @@ func TestDrainSendsTheClusterToken(t *testing.T) {
 	}
 }
 
-// A new cluster's workloads and Services are created at once, after what the head needs (the autoscaler's
-// RBAC) exists; the dry runs before them.
+// A new cluster's CloneSets and Services are created at once, after the head StatefulSet, itself after what
+// the head needs (the autoscaler's RBAC); the dry runs before them.
 func TestNewClusterCreationsGoOutTogether(t *testing.T) {
 	rc := cluster("c").group("a", 1).group("b", 1).with(func(rc *rayv1.RayCluster) {
 		rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 	}).obj()
 	e := newEnv(t, rc)
-	together := []string{"StatefulSet/c-head", "CloneSet/c-a-worker", "CloneSet/c-b-worker", "Service/c-head-svc"}
+	together := []string{"CloneSet/c-a-worker", "CloneSet/c-b-worker", "Service/c-head-svc"}
 	w := &overlapWriter{Writer: e.writer, hold: together, started: map[string]int{}, done: map[string]int{}}
 	e.r.Writer = w
 	if _, _, err := e.reconcile(rc); err != nil {
@@ -518,12 +518,15 @@ func TestNewClusterCreationsGoOutTogether(t *testing.T) {
 	if w.most != len(together) {
 		t.Errorf("at most %d creations in flight at once, want %d: started %v, done %v", w.most, len(together), w.started, w.done)
 	}
+	if head := w.started["StatefulSet/c-head"]; head == 0 || head < w.done["RoleBinding/c"] {
+		t.Errorf("the head StatefulSet started before the autoscaler's RBAC was in place: %v, %v", w.started, w.done)
+	}
 	for _, obj := range together {
 		if w.started[obj] == 0 {
 			t.Fatalf("%s was not created: %v", obj, w.started)
 		}
-		if w.started[obj] < w.done["RoleBinding/c"] {
-			t.Errorf("%s started before the autoscaler's RBAC was in place", obj)
+		if w.started[obj] < w.done["StatefulSet/c-head"] {
+			t.Errorf("%s started before the head StatefulSet was created", obj)
 		}
 	}
 }

@@ -62,7 +62,7 @@ type Reconciler struct {
 }
 
 // The phases, in the order they run. The Services and the Ingress come after the workloads, which need
-// nothing of them, so that a new cluster creates its workloads and Services in one batch (see runPhases).
+// nothing of them, so that a new cluster creates its CloneSets and Services in one batch (see runPhases).
 const (
 	phaseExtensions       = "extension-annotations"
 	phasePreflight        = "preflight"
@@ -102,7 +102,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre, creates: true},
 		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
 		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
-		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}, creates: true},
+		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
 		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
@@ -191,7 +191,9 @@ func deferStatus(s *state, obs status.Observed) bool {
 
 // runPhases runs every phase whose needs succeeded and returns each failing phase's error, wrapped with the
 // phase's name. On a new cluster, consecutive creates phases run at once, up to the first that needs one of
-// them: the head Service, the head StatefulSet and the CloneSets cost one round trip instead of one each.
+// them: after the head StatefulSet, the CloneSets and the Services cost one round trip instead of one each.
+// The head StatefulSet goes alone, first, so that Kruise starts the head before the workers: under a tight
+// ResourceQuota, workers created first could take the room the head needs.
 func (r *Reconciler) runPhases(ctx context.Context, s *state) []error {
 	var errs []error
 	all := r.phases()

@@ -48,8 +48,7 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 	return errors.Join(errs...)
 }
 
-// createWorkerGroups creates a new cluster's CloneSets at once. It runs beside the head phase (runPhases), so
-// it does not see the head fail; a held rollout would have nothing to hold in a CloneSet being created.
+// createWorkerGroups creates a new cluster's CloneSets at once.
 func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
 	groups := s.effective.Spec.WorkerGroupSpecs
 	errs := s.inCopies(len(groups), func(i int, own *state) error {
