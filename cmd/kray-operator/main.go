@@ -157,7 +157,7 @@ func run(o options) error {
 	r := &controller.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    controller.ClientWriter(mgr.GetClient()),
+		Writer:    controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},
@@ -178,7 +178,7 @@ func run(o options) error {
 	jobs := &rayjob.Reconciler{
 		Cache:            mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Writer:           controller.ClientWriter(mgr.GetClient()),
+		Writer:           controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:         mgr.GetEventRecorderFor(constants.RayJobControllerName),
 		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
 		DashboardAddress: o.rayDashboard,

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,9 +77,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 			return nil
 		}
 	}
-	cp := rc.DeepCopy()
-	cp.Status = updated
-	if err := r.Writer.UpdateStatus(ctx, cp); err != nil {
+	// The write sends the status and the resourceVersion it was computed from, nothing else of rc.
+	written := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{
+		Namespace: rc.Namespace, Name: rc.Name, UID: rc.UID, ResourceVersion: rc.ResourceVersion}, Status: updated}
+	if err := r.Writer.UpdateStatus(ctx, written); err != nil {
 		if apierrors.IsConflict(err) {
 			return errStatusConflict
 		}

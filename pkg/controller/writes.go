@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,17 +24,26 @@ type Writer interface {
 	Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error
 	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
 	Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
-	// UpdateStatus writes obj's status subresource.
+	// UpdateStatus writes obj's status subresource, failing with a Conflict if obj's resourceVersion is not
+	// the stored one. Nothing but the status is written, and obj is not updated from the answer.
 	UpdateStatus(ctx context.Context, obj client.Object) error
 }
 
-// ClientWriter is the Writer that sends every write to the API server through c.
-func ClientWriter(c client.Client) Writer { return clientWriter{c} }
+// ClientWriter is the Writer that sends every write to the API server through c, except status writes,
+// which go as a status-only JSON patch (statusPatcher) over cfg and httpClient, those of c's manager.
+func ClientWriter(c client.Client, cfg *rest.Config, httpClient *http.Client) Writer {
+	return clientWriter{Client: c, status: &statusPatcher{scheme: c.Scheme(), mapper: c.RESTMapper(), cfg: cfg, http: httpClient}}
+}
 
-type clientWriter struct{ client.Client }
+type clientWriter struct {
+	client.Client
+	status *statusPatcher
+}
 
+// UpdateStatus writes obj's status, failing with a Conflict if obj's resourceVersion is no longer the
+// stored one. Only the status is sent and obj is not updated from the answer.
 func (w clientWriter) UpdateStatus(ctx context.Context, obj client.Object) error {
-	return w.Status().Update(ctx, obj)
+	return w.status.write(ctx, obj)
 }
 
 // create creates obj and reports whether this call created it. An AlreadyExists answer (another writer,

@@ -117,7 +117,7 @@ func startOperator(ctx context.Context) error {
 	r := &controller.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    controller.ClientWriter(mgr.GetClient()),
+		Writer:    controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:  mgr.GetEventRecorderFor("kray-operator"),
 		Options:   builder.Options{Version: "integration"},
 	}
