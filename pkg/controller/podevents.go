@@ -1,12 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 
 	kruisepub "github.com/openkruise/kruise-api/apps/pub"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kray-project/kray/pkg/constants"
 )
@@ -25,8 +25,14 @@ var unreadPodConditions = []corev1.PodConditionType{
 // binding, the conditions in unreadPodConditions, and Kruise's lifecycle moving a pod that already carries
 // the drain hook from PreparingNormal to Normal (the drain phases act on PreparingDelete pods, and on Normal
 // pods without the hook). Any other difference, including one in a field added later, matters.
+//
+// The two pods are compared in their protobuf encoding, which is deterministic (map keys sorted) and a tenth
+// of the cost of a reflective comparison; every pod update passes here. A value with two spellings (a
+// quantity written "1" and "1000m") would count as a change, which costs a reconcile, never a missed one.
 func podChangeMatters(oldPod, newPod *corev1.Pod) bool {
-	return !equality.Semantic.DeepEqual(readPart(oldPod), readPart(newPod))
+	a, errOld := readPart(oldPod).Marshal()
+	b, errNew := readPart(newPod).Marshal()
+	return errOld != nil || errNew != nil || !bytes.Equal(a, b)
 }
 
 // readPart is a shallow copy of p without the fields podChangeMatters disregards; it shares p's other

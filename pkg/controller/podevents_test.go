@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -102,5 +103,20 @@ func TestPodChangeMatters(t *testing.T) {
 				t.Error("podChangeMatters modified the old pod")
 			}
 		})
+	}
+}
+
+// BenchmarkPodChangeMatters compares a worker pod as kray builds it with its binding: the commonest update.
+func BenchmarkPodChangeMatters(b *testing.B) {
+	rc := cluster("c").group("small", 1).obj()
+	cs := builder.WorkerCloneSet(rc, &rc.Spec.WorkerGroupSpecs[0], builder.Options{}, false)
+	oldPod := podFromTemplate(cs, "CloneSet", cs.Spec.Template, "r1", "c-small-abcde")
+	newPod := oldPod.DeepCopy()
+	newPod.Spec.NodeName = "node-1"
+	b.ReportAllocs()
+	for b.Loop() {
+		if podChangeMatters(oldPod, newPod) {
+			b.Fatal("a binding matters")
+		}
 	}
 }
