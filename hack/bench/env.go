@@ -52,7 +52,7 @@ func newEnv(ctx context.Context, cfg config, cl *localCluster, op *operator) (*e
 	if err := cl.kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", op.crdDir); err != nil {
 		return nil, err
 	}
-	if err := e.waitEstablished(ctx, "rayclusters.ray.io"); err != nil {
+	if err := e.waitRayCRDs(ctx); err != nil {
 		return nil, err
 	}
 	if e.rec, err = startRecorder(ctx, e.cs, e.dyn); err != nil {
@@ -128,6 +128,29 @@ func (e *env) runScenario(ctx context.Context, sc scenario) scenarioResult {
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitRayCRDs waits until every ray.io CRD just applied is established, so that an operator starting next
+// finds all its kinds served (kray watches RayJobs as well as RayClusters).
+func (e *env) waitRayCRDs(ctx context.Context) error {
+	list, err := e.dyn.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, crd := range list.Items {
+		if group, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); group != "ray.io" {
+			continue
+		}
+		found = true
+		if err := e.waitEstablished(ctx, crd.GetName()); err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("no ray.io CRD installed")
+	}
+	return nil
+}
 
 // waitEstablished waits until the CRD's Established condition is True (kubectl wait fails instead while
 // the CRD has no conditions yet).
