@@ -468,7 +468,10 @@ func tearDown(o Observed, d *Decision) {
 }
 
 // ended does the bookkeeping of an attempt that has just ended: the end time, the success and failure
-// counts, and a retry while backoffLimit allows one (never after a deadline).
+// counts, and a retry while backoffLimit allows one (never after a deadline). It asks for no cleanup: the
+// decision that ends a RayJob is stored first, and only a reconcile that reads it back (Complete or Failed)
+// deletes anything, so a lost status write can never make a finished job look like a running one whose
+// cluster vanished.
 func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
 	st := &d.Status
 	now := st.JobDeploymentStatus
@@ -487,8 +490,7 @@ func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
 		return
 	}
 	st.EndTime = ptr.To(metav1.NewTime(o.Now))
-	d.RequeueAfter = 0
-	finished(o, d)
+	d.RequeueAfter = 0 // the status write's watch event brings the reconcile that cleans up
 }
 
 // finished cleans up after an ended RayJob: with the RayJobDeletionPolicy gate and a deletionStrategy, its

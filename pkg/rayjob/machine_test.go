@@ -427,6 +427,34 @@ func TestShutdownAfterTTL(t *testing.T) {
 	}
 }
 
+// The reconcile that ends a RayJob asks for no cleanup, whatever the policy: the end is stored first.
+func TestEndingDecisionCleansNothing(t *testing.T) {
+	policies := map[string]func(*rayv1.RayJob){
+		"shutdown at once": func(j *rayv1.RayJob) { j.Spec.ShutdownAfterJobFinishes = true },
+		"delete self at once": func(j *rayv1.RayJob) {
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{deletionRule(rayv1.DeleteSelf, rayv1.JobStatusSucceeded, 0)}}
+		},
+	}
+	for name, policy := range policies {
+		t.Run(name, func(t *testing.T) {
+			job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), policy)
+			rc := ownedCluster(job, rayv1.Ready)
+			info := &dashboard.JobInfo{SubmissionID: job.Status.JobId, Status: rayv1.JobStatusSucceeded, EndTime: uint64(t0.UnixMilli())}
+			o := Observed{Job: job, Cluster: rc, JobInfo: info, Now: t0.Add(time.Minute), DeletionPolicy: true}
+			d := Next(o)
+			if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || len(d.Actions) != 0 {
+				t.Fatalf("ending decision: %s with actions %v, want Complete and none", d.Status.JobDeploymentStatus, kinds(d.Actions))
+			}
+			stored := job.DeepCopy()
+			stored.Status = d.Status
+			o.Job = stored
+			if d := Next(o); len(d.Actions) != 1 {
+				t.Errorf("once the end is stored: actions %v, want the policy's one write", kinds(d.Actions))
+			}
+		})
+	}
+}
+
 func TestValidationFailsOnceWithAnEvent(t *testing.T) {
 	job := newJob(func(j *rayv1.RayJob) { j.Spec.Suspend = true })
 	d := Next(Observed{Job: job, Now: t0})

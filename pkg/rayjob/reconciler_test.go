@@ -2,6 +2,7 @@ package rayjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -355,5 +356,52 @@ func TestActionEventsSurviveAFailedStatusWrite(t *testing.T) {
 	}
 	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
 		t.Errorf("status %s: the conflicting write must not have landed", st.JobDeploymentStatus)
+	}
+}
+
+// The write that stores a job's end can be lost (a conflict, a server error, an operator stopped between the
+// decision and the write). Nothing may be cleaned up before it is stored: otherwise the next reconcile sees
+// a Running job without its cluster, counts a failure and, with backoffLimit, runs the succeeded job again.
+func TestTerminalStatusIsStoredBeforeCleanup(t *testing.T) {
+	faults := map[string]error{
+		"conflict":     apierrors.NewConflict(schema.GroupResource{Resource: "rayjobs"}, "train", nil),
+		"server error": apierrors.NewInternalError(errors.New("etcd timeout")),
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) {
+				j.Spec.BackoffLimit = ptr.To[int32](2)
+				j.Spec.ShutdownAfterJobFinishes = true
+			}))
+			e.steps(6)
+			st := e.job("train").Status
+			if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || e.dash.accepted != 1 {
+				t.Fatalf("not running with one submission: %+v, accepted %d", st, e.dash.accepted)
+			}
+			e.dash.set(st.JobId, rayv1.JobStatusSucceeded)
+			e.writer.FailOnce(writetest.Status, "RayJob", "train", fault)
+			r := e.reconciler()
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "train"}}); err != nil && !errors.Is(err, fault) {
+				t.Fatalf("reconcile: %v", err)
+			}
+			if n := e.count(writetest.Delete, "RayCluster"); n != 0 {
+				t.Fatalf("the cluster was deleted (%d deletes) before the job's end was stored", n)
+			}
+			e.steps(4)
+			final := e.job("train").Status
+			if final.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || ptr.Deref(final.Succeeded, 0) != 1 || ptr.Deref(final.Failed, 0) != 0 {
+				t.Errorf("final status %s, succeeded %d, failed %d; want Complete, 1, 0",
+					final.JobDeploymentStatus, ptr.Deref(final.Succeeded, 0), ptr.Deref(final.Failed, 0))
+			}
+			if n := e.count(writetest.Create, "RayCluster"); n != 1 {
+				t.Errorf("RayCluster creates = %d, want 1", n)
+			}
+			if n := e.count(writetest.Delete, "RayCluster"); n != 1 {
+				t.Errorf("RayCluster deletes = %d, want 1 (shutdownAfterJobFinishes, once the end is stored)", n)
+			}
+			if e.dash.accepted != 1 {
+				t.Errorf("submissions accepted = %d, want 1", e.dash.accepted)
+			}
+		})
 	}
 }
