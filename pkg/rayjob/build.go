@@ -21,6 +21,10 @@ import (
 	"github.com/kray-project/kray/pkg/validation"
 )
 
+// AnnotationSubmittedOnHead on a K8sJobMode submitter Job is the incarnation (HeadIncarnation) of the head its
+// attempt submits to: once the head has another, Ray no longer holds what was submitted and the attempt failed.
+const AnnotationSubmittedOnHead = "kray.io/submitted-on-head"
+
 // minRayVersionForMetadata is the first Ray whose `ray job submit` takes --metadata-json.
 var minRayVersionForMetadata = version.MustParseGeneric("2.6.0")
 
@@ -207,10 +211,26 @@ func metadataSupported(rayVersion string) error {
 	return nil
 }
 
-// SubmitterJob is the K8sJobMode batch/v1 Job that submits job to rc, whose dashboard is at address. It is
-// named after the RayJob, carries rc's ray.io/cluster label (the Job only, not its pods) so kray's cache
-// holds it, and, when rc uses token auth, the cluster's credentials.
-func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address string, opts builder.Options) (*batchv1.Job, error) {
+// HeadIncarnation names one run of rc's Ray head: its pod's UID and its Ray container's restart count. Ray
+// without GCS fault tolerance keeps its jobs only while that run lasts: a replaced head pod (a new UID) or a
+// Ray container restarted in place (a higher count) starts with no job.
+func HeadIncarnation(rc *rayv1.RayCluster, head *corev1.Pod) string {
+	var restarts int32
+	if cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(cs) > constants.RayContainerIndex {
+		for _, st := range head.Status.ContainerStatuses {
+			if st.Name == cs[constants.RayContainerIndex].Name {
+				restarts = st.RestartCount
+			}
+		}
+	}
+	return fmt.Sprintf("%s/%d", head.UID, restarts)
+}
+
+// SubmitterJob is the K8sJobMode batch/v1 Job that submits job to rc, whose dashboard is at address, while
+// rc's head is in its incarnation head (HeadIncarnation). It is named after the RayJob, carries rc's
+// ray.io/cluster label (the Job only, not its pods) so kray's cache holds it, and, when rc uses token auth,
+// the cluster's credentials.
+func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string, opts builder.Options) (*batchv1.Job, error) {
 	script, err := SubmitScript(job, address)
 	if err != nil {
 		return nil, err
@@ -255,6 +275,7 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address string, opts 
 			Name:            job.Name,
 			Namespace:       job.Namespace,
 			Labels:          labels,
+			Annotations:     map[string]string{AnnotationSubmittedOnHead: head},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(job)},
 		},
 		Spec: batchv1.JobSpec{BackoffLimit: &backoff, Template: tmpl},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -57,7 +58,7 @@ func TestSubmitScript(t *testing.T) {
 func TestSubmitterJob(t *testing.T) {
 	job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
 	rc := Cluster(job, "train-abcde")
-	sub, err := SubmitterJob(job, rc, "train-abcde-head-svc.ns.svc.cluster.local:8265", builder.Options{})
+	sub, err := SubmitterJob(job, rc, "train-abcde-head-svc.ns.svc.cluster.local:8265", "head-uid/0", builder.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +82,9 @@ func TestSubmitterJob(t *testing.T) {
 	if ref := sub.OwnerReferences[0]; ref.Kind != "RayJob" || ref.UID != jobUID || !ptr.Deref(ref.Controller, false) {
 		t.Errorf("owner %+v", ref)
 	}
+	if got := sub.Annotations[AnnotationSubmittedOnHead]; got != "head-uid/0" {
+		t.Errorf("%s = %q, want the head's incarnation", AnnotationSubmittedOnHead, got)
+	}
 
 	t.Run("user's template and backoff, token auth", func(t *testing.T) {
 		job := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {
@@ -90,7 +94,7 @@ func TestSubmitterJob(t *testing.T) {
 			j.Spec.RayClusterSpec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 		})
 		rc := Cluster(job, "train-abcde")
-		sub, err := SubmitterJob(job, rc, "h:8265", builder.Options{})
+		sub, err := SubmitterJob(job, rc, "h:8265", "head-uid/0", builder.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,5 +152,26 @@ func TestHeadService(t *testing.T) {
 	}
 	if ref := svc.OwnerReferences[0]; ref.Kind != "RayJob" || ref.UID != jobUID {
 		t.Errorf("owner %+v", ref)
+	}
+}
+
+func TestHeadIncarnation(t *testing.T) {
+	job := newJob()
+	rc := Cluster(job, "train-abcde")
+	ray := rc.Spec.HeadGroupSpec.Template.Spec.Containers[constants.RayContainerIndex].Name
+	head := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "autoscaler", RestartCount: 7}, {Name: ray, RestartCount: 0}}}}
+	first := HeadIncarnation(rc, head)
+	if first != "u1/0" {
+		t.Errorf("incarnation %q, want u1/0: only the Ray container's restarts count", first)
+	}
+	restarted := head.DeepCopy()
+	restarted.Status.ContainerStatuses[1].RestartCount = 1
+	replaced := head.DeepCopy()
+	replaced.UID = "u2"
+	for name, p := range map[string]*corev1.Pod{"Ray container restarted in place": restarted, "pod replaced": replaced} {
+		if HeadIncarnation(rc, p) == first {
+			t.Errorf("%s: the incarnation did not change", name)
+		}
 	}
 }

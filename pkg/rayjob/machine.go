@@ -33,6 +33,16 @@ const (
 	msgSubmitterNoRayJob   = "Submitter completed but Ray job not found in RayCluster."
 )
 
+// Status messages of kray's own, for what KubeRay does not detect.
+const (
+	// msgJobLost is failJob's message for a Ray job that the dashboard reported before and no longer knows.
+	msgJobLost = "The Ray job %s is no longer on RayCluster %s/%s: the dashboard reported it before and now does not know it. " +
+		"The Ray head was restarted without GCS fault tolerance, which loses every job; it is not submitted again in this attempt"
+	// msgHeadReplaced is failJob's message for a head restarted while the submitter followed the Ray job.
+	msgHeadReplaced = "The Ray head of RayCluster %s/%s was restarted (pod %s, incarnation %s, was %s) before the Ray job %s ended. " +
+		"Without GCS fault tolerance Ray loses every job with its head; the job is not submitted again in this attempt"
+)
+
 // Observed is what the reconciler read for one RayJob: the inputs of Next.
 type Observed struct {
 	// Job is the RayJob as read; Next never changes it.
@@ -41,6 +51,8 @@ type Observed struct {
 	Cluster *rayv1.RayCluster
 	// Submitter is the K8sJobMode submitter Job, nil when absent.
 	Submitter *batchv1.Job
+	// Head is Cluster's head pod, read only where NeedsHead says; nil when absent.
+	Head *corev1.Pod
 	// JobInfo is the dashboard's answer for status.jobId; nil when not asked or when it failed (JobInfoErr).
 	JobInfo *dashboard.JobInfo
 	// JobInfoErr is dashboard.ErrNotFound, or why the dashboard could not be read.
@@ -108,6 +120,13 @@ func (d *Decision) wantRequeue(after time.Duration) {
 // NeedsJobInfo reports whether Next, for job, needs the dashboard's answer about status.jobId.
 func NeedsJobInfo(job *rayv1.RayJob) bool {
 	return job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning && job.Status.JobId != ""
+}
+
+// NeedsHead reports whether Next, for job, needs its cluster's head pod: a K8sJobMode submitter is made for,
+// and followed on, one incarnation of the head.
+func NeedsHead(job *rayv1.RayJob) bool {
+	s := job.Status.JobDeploymentStatus
+	return submitterJobMode(job) && (s == rayv1.JobDeploymentStatusInitializing || s == rayv1.JobDeploymentStatusRunning)
 }
 
 // Next is the RayJob state machine: from what the reconciler observed, the next status and the writes that
@@ -267,9 +286,13 @@ func interrupted(o Observed, d *Decision) bool {
 }
 
 // createSubmitter asks for the attempt's submitter Job, or fails the attempt when it cannot be built; it
-// reports whether the Job was asked for.
+// reports whether the Job was asked for. Without the head pod (being replaced) it waits.
 func createSubmitter(o Observed, d *Decision, address string) bool {
-	sub, err := SubmitterJob(jobWithStatus(o.Job, &d.Status), o.Cluster, address, o.Options)
+	if o.Head == nil {
+		d.wantRequeue(PollInterval) // head pods do not wake RayJobs
+		return false
+	}
+	sub, err := SubmitterJob(jobWithStatus(o.Job, &d.Status), o.Cluster, address, HeadIncarnation(o.Cluster, o.Head), o.Options)
 	if err != nil {
 		failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Cannot build the submitter Job: %v", err))
 		return false
@@ -344,6 +367,9 @@ func running(o Observed, d *Decision) {
 		return
 	}
 	d.wantRequeue(PollInterval)
+	if lost(o, d) {
+		return
+	}
 	var finishedAt *metav1.Time
 	if submitterJobMode(job) {
 		var failed bool
@@ -394,6 +420,64 @@ func running(o Observed, d *Decision) {
 		return
 	}
 	st.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
+}
+
+// lost ends an attempt whose Ray job the cluster no longer holds: the dashboard does not know a job it
+// reported before, or (K8sJobMode) the head is no longer the incarnation the submitter was made for while
+// the submitter still follows the job. Without GCS fault tolerance Ray forgets its jobs with its head, and a
+// new submission (kray's, or the submitter's next pod's) would run the attempt a second time, so a job
+// reported ended ends as reported and any other fails the attempt; backoffLimit decides what follows. It
+// reports whether it ended the attempt.
+func lost(o Observed, d *Decision) bool {
+	st := &d.Status
+	forgotten := errors.Is(o.JobInfoErr, dashboard.ErrNotFound) && st.JobStatus != rayv1.JobStatusNew
+	was, now := headIncarnations(o)
+	replaced := was != now
+	switch {
+	case !forgotten && !replaced:
+		return false
+	case rayv1.IsJobTerminal(st.JobStatus):
+		endAsReported(d)
+	case replaced:
+		failJob(d, rayv1.AppFailed, fmt.Sprintf(msgHeadReplaced, o.Job.Namespace, st.RayClusterName, o.Head.Name, now, was, st.JobId))
+	default:
+		failJob(d, rayv1.AppFailed, fmt.Sprintf(msgJobLost, st.JobId, o.Job.Namespace, st.RayClusterName))
+	}
+	return true
+}
+
+// headIncarnations are the head incarnation a K8sJobMode submitter still following the job was made for, and
+// the head's incarnation now; both empty when there is no such submitter or no head pod to compare.
+func headIncarnations(o Observed) (was, now string) {
+	sub := o.Submitter
+	if !submitterJobMode(o.Job) || sub == nil || o.Head == nil || submitterFinished(sub) {
+		return "", ""
+	}
+	was = sub.Annotations[AnnotationSubmittedOnHead]
+	if was == "" {
+		return "", ""
+	}
+	return was, HeadIncarnation(o.Cluster, o.Head)
+}
+
+// endAsReported ends the attempt as the Ray job's last reported status says, for a job whose end was seen
+// before its head (and with it Ray's record of the job) was lost.
+func endAsReported(d *Decision) {
+	if d.Status.JobStatus == rayv1.JobStatusFailed {
+		failJob(d, rayv1.AppFailed, d.Status.Message)
+		return
+	}
+	d.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
+}
+
+// submitterFinished reports whether the submitter Job has completed or failed.
+func submitterFinished(sub *batchv1.Job) bool {
+	for _, c := range sub.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
 }
 
 // msTime converts the dashboard's Unix milliseconds; zero keeps the previous value.
@@ -493,11 +577,15 @@ func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
 	d.RequeueAfter = 0 // the status write's watch event brings the reconcile that cleans up
 }
 
-// finished cleans up after an ended RayJob: with the RayJobDeletionPolicy gate and a deletionStrategy, its
-// rules or its onSuccess/onFailure policy; otherwise shutdownAfterJobFinishes deletes the cluster
-// ttlSecondsAfterFinished after the end. Nothing is done for a selected cluster.
+// finished cleans up after an ended RayJob: a submitter still running is deleted at once (it follows a job
+// that is over, and would submit it again should the head restart); then, with the RayJobDeletionPolicy gate
+// and a deletionStrategy, its rules or its onSuccess/onFailure policy; otherwise shutdownAfterJobFinishes
+// deletes the cluster ttlSecondsAfterFinished after the end. Nothing is done to a selected cluster.
 func finished(o Observed, d *Decision) {
 	job, st := o.Job, &d.Status
+	if sub := o.Submitter; sub != nil && sub.DeletionTimestamp == nil && !submitterFinished(sub) {
+		d.Actions = append(d.Actions, Action{Kind: DeleteSubmitter, Submitter: sub})
+	}
 	if selectorMode(job) || st.EndTime == nil {
 		return
 	}

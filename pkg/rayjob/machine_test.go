@@ -2,6 +2,7 @@ package rayjob
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,12 +68,20 @@ func ownedCluster(job *rayv1.RayJob, state rayv1.ClusterState) *rayv1.RayCluster
 // submitterJob is the job's submitter with a finished condition of type cond (none when empty) at t.
 func submitterJob(job *rayv1.RayJob, cond batchv1.JobConditionType, at time.Time) *batchv1.Job {
 	sub := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, UID: "sub-uid",
-		OwnerReferences: []metav1.OwnerReference{OwnerReference(job)}}}
+		Annotations: map[string]string{AnnotationSubmittedOnHead: "head-uid/0"}, OwnerReferences: []metav1.OwnerReference{OwnerReference(job)}}}
 	if cond != "" {
 		sub.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at),
 			Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
 	}
 	return sub
+}
+
+// headPod is rc's head pod with uid, its Ray container restarted restarts times; the submitters of
+// submitterJob were made for headPod(rc, "head-uid", 0).
+func headPod(rc *rayv1.RayCluster, uid types.UID, restarts int32) *corev1.Pod {
+	ray := rc.Spec.HeadGroupSpec.Template.Spec.Containers[constants.RayContainerIndex].Name
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rc.Name + "-head-0", Namespace: rc.Namespace, UID: uid},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: ray, RestartCount: restarts}}}}
 }
 
 func kinds(actions []Action) []ActionKind {
@@ -163,7 +172,8 @@ func TestInitializing(t *testing.T) {
 	} {
 		t.Run("ready cluster, "+string(tt.mode), func(t *testing.T) {
 			job := newJob(mode(tt.mode), inState(rayv1.JobDeploymentStatusInitializing))
-			d := Next(Observed{Job: job, Cluster: ownedCluster(job, rayv1.Ready), Now: t0})
+			rc := ownedCluster(job, rayv1.Ready)
+			d := Next(Observed{Job: job, Cluster: rc, Head: headPod(rc, "head-uid", 0), Now: t0})
 			if d.Status.JobDeploymentStatus != tt.want {
 				t.Errorf("status = %s, want %s", d.Status.JobDeploymentStatus, tt.want)
 			}
@@ -176,8 +186,18 @@ func TestInitializing(t *testing.T) {
 			if d.Status.RayClusterStatus.State != rayv1.Ready {
 				t.Errorf("rayClusterStatus not copied: %+v", d.Status.RayClusterStatus)
 			}
+			if tt.mode == rayv1.K8sJobMode && d.Actions[1].Submitter.Annotations[AnnotationSubmittedOnHead] != "head-uid/0" {
+				t.Errorf("submitter annotations %v, want the head's incarnation", d.Actions[1].Submitter.Annotations)
+			}
 		})
 	}
+	t.Run("K8sJobMode waits for the head pod before making the submitter", func(t *testing.T) {
+		job := newJob(inState(rayv1.JobDeploymentStatusInitializing))
+		d := Next(Observed{Job: job, Cluster: ownedCluster(job, rayv1.Ready), Now: t0})
+		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || slices.Contains(kinds(d.Actions), CreateSubmitter) || d.RequeueAfter != PollInterval {
+			t.Errorf("got %s actions=%v requeue=%s, want Initializing, no submitter, a poll", d.Status.JobDeploymentStatus, kinds(d.Actions), d.RequeueAfter)
+		}
+	})
 	t.Run("a selected cluster that does not exist is waited for", func(t *testing.T) {
 		job := newJob(func(j *rayv1.RayJob) {
 			j.Spec.RayClusterSpec = nil
@@ -259,6 +279,21 @@ func TestRunningHTTPMode(t *testing.T) {
 			t.Errorf("got %s %q requeue=%s actions=%v", d.Status.JobDeploymentStatus, d.Status.Message, d.RequeueAfter, kinds(d.Actions))
 		}
 	})
+	t.Run("reported before, now unknown: lost, not submitted again", func(t *testing.T) {
+		seen := job.DeepCopy()
+		seen.Status.JobStatus = rayv1.JobStatusPending
+		d := Next(Observed{Job: seen, Cluster: rc, JobInfoErr: dashboard.ErrNotFound, Now: t0})
+		st := d.Status
+		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || st.Reason != rayv1.AppFailed || len(d.Actions) != 0 ||
+			!strings.Contains(st.Message, "is no longer on RayCluster ns/train-abcde") || ptr.Deref(st.Failed, 0) != 1 {
+			t.Errorf("got %s %s %q failed=%v actions=%v, want Failed AppFailed, the loss explained, no submission",
+				st.JobDeploymentStatus, st.Reason, st.Message, st.Failed, kinds(d.Actions))
+		}
+		seen.Spec.BackoffLimit = ptr.To[int32](1)
+		if d := Next(Observed{Job: seen, Cluster: rc, JobInfoErr: dashboard.ErrNotFound, Now: t0}); d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRetrying {
+			t.Errorf("with backoffLimit 1: %s, want Retrying", d.Status.JobDeploymentStatus)
+		}
+	})
 	t.Run("cluster deleted under the job", func(t *testing.T) {
 		d := Next(Observed{Job: job, Now: t0})
 		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || d.Status.Reason != rayv1.AppFailed || len(d.Actions) != 0 {
@@ -281,6 +316,11 @@ func TestRunningK8sJobMode(t *testing.T) {
 		wantReason rayv1.JobFailedReason
 		wantMsg    string
 		actions    []ActionKind
+		// reported is the Ray job status stored by an earlier reconcile.
+		reported rayv1.JobStatus
+		// head is the head pod observed (default: the incarnation the submitter was made for); noHead: none.
+		head   *corev1.Pod
+		noHead bool
 	}{
 		{name: "job ended, submitter still following logs", sub: submitterJob(job, "", t0), info: succeeded, now: t0,
 			want: rayv1.JobDeploymentStatusRunning},
@@ -298,10 +338,37 @@ func TestRunningK8sJobMode(t *testing.T) {
 			want: rayv1.JobDeploymentStatusRunning, actions: []ActionKind{CreateSubmitter}},
 		{name: "not submitted yet: the submitter does it", sub: submitterJob(job, "", t0), infoErr: dashboard.ErrNotFound, now: t0,
 			want: rayv1.JobDeploymentStatusRunning},
+		{name: "head pod replaced before the job was reported: failed, the submitter not recreated", sub: submitterJob(job, "", t0),
+			infoErr: errors.New("connection refused"), head: headPod(rc, "new-uid", 0), now: t0,
+			want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed,
+			wantMsg: "The Ray head of RayCluster ns/train-abcde was restarted (pod train-abcde-head-0, incarnation new-uid/0, was head-uid/0) before the Ray job train-abcde ended. " +
+				"Without GCS fault tolerance Ray loses every job with its head; the job is not submitted again in this attempt"},
+		{name: "Ray container restarted in place while running", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusRunning,
+			info: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, head: headPod(rc, "head-uid", 1), now: t0,
+			want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed},
+		{name: "head replaced after the job was reported SUCCEEDED: complete as reported", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusSucceeded,
+			infoErr: dashboard.ErrNotFound, head: headPod(rc, "new-uid", 0), now: t0, want: rayv1.JobDeploymentStatusComplete},
+		{name: "reported before, now unknown: lost", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusRunning,
+			infoErr: dashboard.ErrNotFound, now: t0, want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed},
+		{name: "the lost job's submitter was deleted: not recreated", reported: rayv1.JobStatusRunning,
+			infoErr: dashboard.ErrNotFound, now: t0, want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed},
+		{name: "head pod being replaced: wait", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusRunning,
+			infoErr: errors.New("connection refused"), noHead: true, now: t0, want: rayv1.JobDeploymentStatusRunning},
+		{name: "head replaced after the submitter finished: nothing to guard", sub: submitterJob(job, batchv1.JobComplete, t0), info: succeeded,
+			head: headPod(rc, "new-uid", 0), now: t0, want: rayv1.JobDeploymentStatusComplete},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Next(Observed{Job: job, Cluster: rc, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
+			j := job.DeepCopy()
+			j.Status.JobStatus = tt.reported
+			head := tt.head
+			if head == nil {
+				head = headPod(rc, "head-uid", 0)
+			}
+			if tt.noHead {
+				head = nil
+			}
+			d := Next(Observed{Job: j, Cluster: rc, Head: head, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
 			if d.Status.JobDeploymentStatus != tt.want || d.Status.Reason != tt.wantReason || (tt.wantMsg != "" && d.Status.Message != tt.wantMsg) {
 				t.Errorf("got %s %s %q, want %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message, tt.want, tt.wantReason, tt.wantMsg)
 			}
@@ -452,6 +519,19 @@ func TestEndingDecisionCleansNothing(t *testing.T) {
 				t.Errorf("once the end is stored: actions %v, want the policy's one write", kinds(d.Actions))
 			}
 		})
+	}
+}
+
+// A submitter still following the job of an ended RayJob is deleted once the end is stored; a finished one
+// stays, as with KubeRay.
+func TestEndedJobsRunningSubmitterIsDeleted(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusFailed), func(j *rayv1.RayJob) { j.Status.EndTime = ptr.To(metav1.NewTime(t0)) })
+	rc := ownedCluster(job, rayv1.Ready)
+	if d := Next(Observed{Job: job, Cluster: rc, Submitter: submitterJob(job, "", t0), Now: t0}); !cmp.Equal([]ActionKind{DeleteSubmitter}, kinds(d.Actions)) {
+		t.Errorf("running submitter: actions %v, want DeleteSubmitter", kinds(d.Actions))
+	}
+	if d := Next(Observed{Job: job, Cluster: rc, Submitter: submitterJob(job, batchv1.JobFailed, t0), Now: t0}); len(d.Actions) != 0 {
+		t.Errorf("finished submitter: actions %v, want none", kinds(d.Actions))
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/names"
 )
 
 // Writer is every kind of write the RayJob controller makes to the API server, so a test can record each
@@ -84,7 +85,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	d := Next(o)
 	// Events about the actions are recorded whatever happens to the status write, because the writes
 	// happened; the decision's own events (a refused spec) only once the status that says so is stored.
-	events, actErr := r.act(ctx, job, d)
+	events, submitted, actErr := r.act(ctx, job, d)
+	if submitted && d.Status.JobStatus == rayv1.JobStatusNew {
+		// Ray holds an accepted submission as PENDING; storing that makes a later 404 a lost job, never a
+		// reason to submit again.
+		d.Status.JobStatus = rayv1.JobStatusPending
+	}
 	res := reconcile.Result{RequeueAfter: d.RequeueAfter}
 	statusStored := true
 	if !equality.Semantic.DeepEqual(job.Status, d.Status) {
@@ -132,6 +138,15 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (Observed, 
 	case !apierrors.IsNotFound(err):
 		return o, fmt.Errorf("read the submitter Job: %w", err)
 	}
+	if NeedsHead(job) && o.Cluster != nil {
+		head := &corev1.Pod{}
+		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: names.HeadPod(o.Cluster.Name)}, head); {
+		case err == nil:
+			o.Head = head
+		case !apierrors.IsNotFound(err):
+			return o, fmt.Errorf("read the head pod of RayCluster %s: %w", o.Cluster.Name, err)
+		}
+	}
 	if NeedsJobInfo(job) && o.Cluster != nil {
 		api, err := r.jobAPI(ctx, job, o.Cluster)
 		if err != nil {
@@ -159,10 +174,11 @@ func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.Ra
 	return r.Dashboards.Jobs(base, token), nil
 }
 
-// act performs the decision's actions and returns the events they earned; it goes on after a failed action
-// and returns every error.
-func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]Event, error) {
+// act performs the decision's actions and returns the events they earned and whether the dashboard holds a
+// submission it asked for; it goes on after a failed action and returns every error.
+func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]Event, bool, error) {
 	var events []Event
+	submitted := false
 	var errs []error
 	warn := func(reason, format string, args ...any) {
 		events = append(events, Event{corev1.EventTypeWarning, reason, fmt.Sprintf(format, args...)})
@@ -236,11 +252,12 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 				warn(constants.EventFailedToSubmitRayJob, "Failed to submit Ray job %s to RayCluster %s/%s: %v", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName, err)
 				errs = append(errs, err)
 			} else {
+				submitted = true
 				normal(constants.EventSubmittedRayJob, "Submitted Ray job %s to RayCluster %s/%s", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName)
 			}
 		}
 	}
-	return events, errors.Join(errs...)
+	return events, submitted, errors.Join(errs...)
 }
 
 // syncHeadService creates the RayJob's head Service, or points an existing one (which the RayJob must own)

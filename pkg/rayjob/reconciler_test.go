@@ -87,6 +87,13 @@ func (f *fakeDashboard) Stop(_ context.Context, id string) error {
 	return nil
 }
 
+// forget drops every job, as a Ray head restarted without GCS fault tolerance does.
+func (f *fakeDashboard) forget() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobs = map[string]*dashboard.JobInfo{}
+}
+
 // set moves a submitted job to status.
 func (f *fakeDashboard) set(id string, status rayv1.JobStatus) {
 	f.mu.Lock()
@@ -173,7 +180,8 @@ func (e *env) job(name string) *rayv1.RayJob {
 	return job
 }
 
-// playRayCluster marks every RayCluster ready, as kray's RayCluster controller would once its pods run.
+// playRayCluster marks every RayCluster ready, with its head pod, as kray's RayCluster controller and Kruise
+// would once its pods run.
 func (e *env) playRayCluster() {
 	e.t.Helper()
 	var list rayv1.RayClusterList
@@ -183,6 +191,11 @@ func (e *env) playRayCluster() {
 	for i := range list.Items {
 		rc := &list.Items[i]
 		if rc.Status.State != rayv1.Ready && rc.DeletionTimestamp == nil {
+			head := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: names.HeadPod(rc.Name), Namespace: rc.Namespace,
+				Labels: map[string]string{constants.LabelCluster: rc.Name}}}
+			if err := e.api.Create(context.Background(), head); err != nil && !apierrors.IsAlreadyExists(err) {
+				e.t.Fatal(err)
+			}
 			rc.Status.State = rayv1.Ready
 			if err := e.api.Status().Update(context.Background(), rc); err != nil {
 				e.t.Fatal(err)
@@ -403,5 +416,32 @@ func TestTerminalStatusIsStoredBeforeCleanup(t *testing.T) {
 				t.Errorf("submissions accepted = %d, want 1", e.dash.accepted)
 			}
 		})
+	}
+}
+
+// A Ray head restarted without GCS fault tolerance forgets its jobs. A job kray submitted and the dashboard
+// then no longer knows fails its attempt; it is never submitted a second time in that attempt, and
+// backoffLimit runs a new attempt on a new cluster. The accepted submission is stored as PENDING at once, so
+// even a head lost before the first poll is recognised.
+func TestHTTPModeJobLostWithItsHeadFailsTheAttempt(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) }))
+	e.steps(6)
+	first := e.job("train").Status
+	if e.dash.accepted != 1 || first.JobStatus != rayv1.JobStatusPending {
+		t.Fatalf("after the submission: accepted %d, jobStatus %q; want 1 and PENDING stored", e.dash.accepted, first.JobStatus)
+	}
+	e.dash.forget()
+	e.reconcile(e.reconciler(), "train")
+	st := e.job("train").Status
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRetrying || ptr.Deref(st.Failed, 0) != 1 || e.dash.accepted != 1 {
+		t.Fatalf("after the loss: %s failed=%d accepted=%d, want Retrying, 1, and no new submission", st.JobDeploymentStatus, ptr.Deref(st.Failed, 0), e.dash.accepted)
+	}
+	e.steps(8)
+	second := e.job("train").Status
+	if second.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || second.RayClusterName == first.RayClusterName || second.JobId == first.JobId {
+		t.Fatalf("retry: %s on %s as %s, want Running on a new cluster under a new id", second.JobDeploymentStatus, second.RayClusterName, second.JobId)
+	}
+	if e.dash.accepted != 2 || e.count(writetest.Create, "RayCluster") != 2 {
+		t.Errorf("accepted %d, clusters %d: want one submission and one cluster per attempt", e.dash.accepted, e.count(writetest.Create, "RayCluster"))
 	}
 }

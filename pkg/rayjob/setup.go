@@ -13,6 +13,7 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -24,7 +25,8 @@ import (
 // updated only by a DeleteWorkers deletion policy, which suspends the worker groups of a cluster it owns. Submitter Jobs are created and deleted
 // likewise. A cluster's token auth Secret is read by name, only for the dashboard calls of a cluster with
 // token auth. The RayJob's head Service is read by name, created, and updated (its selector only) once per
-// attempt.
+// attempt. A K8sJobMode job's head pod is read from the cache that the RayCluster controller fills, to tell
+// when the head its submitter was made for has been replaced.
 
 // SetupWithManager registers the RayJob controller: every RayJob change, its own status writes included (the
 // watch event of a status write is what brings the next step, with the object that holds the new status),
