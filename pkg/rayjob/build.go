@@ -85,12 +85,14 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 func HeadServiceName(job *rayv1.RayJob) string { return job.Name + "-head-svc" }
 
 // HeadService is the RayJob's own head Service: the ports and type of rc's head Service, selecting rc's
-// head, named after the RayJob and owned by it, so its address stays the same across attempts.
+// head, named after the RayJob and owned by it, so its address stays the same across attempts. It carries
+// rc's ray.io/cluster label, so kray's cache holds it and a running job checks it without a request.
 func HeadService(job *rayv1.RayJob, rc *rayv1.RayCluster, opts builder.Options) *corev1.Service {
 	svc := builder.HeadService(rc, opts)
 	labels := originLabels(job)
 	labels[constants.LabelNodeType] = constants.NodeTypeHead
 	labels[constants.LabelIdentifier] = job.Name + "-" + constants.NodeTypeHead
+	labels[constants.LabelCluster] = rc.Name
 	svc.ObjectMeta = metav1.ObjectMeta{
 		Name:            HeadServiceName(job),
 		Namespace:       job.Namespace,

@@ -146,7 +146,7 @@ func TestHeadService(t *testing.T) {
 		t.Errorf("selector %v, want the current cluster's head", svc.Spec.Selector)
 	}
 	want := map[string]string{constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob",
-		constants.LabelNodeType: constants.NodeTypeHead, constants.LabelIdentifier: "train-head"}
+		constants.LabelNodeType: constants.NodeTypeHead, constants.LabelIdentifier: "train-head", constants.LabelCluster: "train-abcde"}
 	if diff := cmp.Diff(want, svc.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}

@@ -3,6 +3,7 @@ package rayjob
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -53,6 +54,8 @@ type Observed struct {
 	Submitter *batchv1.Job
 	// Head is Cluster's head pod, read only where NeedsHead says; nil when absent.
 	Head *corev1.Pod
+	// HeadService is the RayJob's head Service (HeadServiceName) as cached, nil when absent.
+	HeadService *corev1.Service
 	// JobInfo is the dashboard's answer for status.jobId; nil when not asked or when it failed (JobInfoErr).
 	JobInfo *dashboard.JobInfo
 	// JobInfoErr is dashboard.ErrNotFound, or why the dashboard could not be read.
@@ -163,7 +166,9 @@ func Next(o Observed) Decision {
 			st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
 		}
 	case rayv1.JobDeploymentStatusRunning:
-		running(o, &d)
+		if running(o, &d); st.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning && o.Cluster != nil {
+			keepHeadService(o, &d)
+		}
 	case rayv1.JobDeploymentStatusSuspending, rayv1.JobDeploymentStatusRetrying:
 		tearDown(o, &d)
 	case rayv1.JobDeploymentStatusSuspended:
@@ -225,10 +230,7 @@ func submitterJobMode(job *rayv1.RayJob) bool {
 func selectorMode(job *rayv1.RayJob) bool { return len(job.Spec.ClusterSelector) != 0 }
 
 // ownCluster reports whether rc was created for job (and so may be deleted by it).
-func ownCluster(job *rayv1.RayJob, rc *rayv1.RayCluster) bool {
-	ref := metav1.GetControllerOf(rc)
-	return ref != nil && ref.UID == job.UID
-}
+func ownCluster(job *rayv1.RayJob, rc *rayv1.RayCluster) bool { return ownedBy(rc, job) }
 
 // initializing creates the cluster, waits until it is ready, then starts the submission.
 func initializing(o Observed, d *Decision) {
@@ -251,9 +253,7 @@ func initializing(o Observed, d *Decision) {
 		return
 	}
 	st.DashboardURL = url
-	if !selectorMode(job) {
-		d.Actions = append(d.Actions, Action{Kind: SyncHeadService, Service: HeadService(job, o.Cluster, o.Options)})
-	}
+	keepHeadService(o, d)
 	switch job.Spec.SubmissionMode {
 	case rayv1.InteractiveMode:
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusWaiting
@@ -266,6 +266,27 @@ func initializing(o Observed, d *Decision) {
 	}
 	st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning
 	st.Message = ""
+}
+
+// keepHeadService asks for the RayJob's head Service when it is missing or does not select the current
+// cluster's head, or is not the RayJob's own (the reconciler then reports whose it is and changes nothing).
+// A job on a selected cluster has none, as with KubeRay.
+func keepHeadService(o Observed, d *Decision) {
+	if selectorMode(o.Job) {
+		return
+	}
+	want := HeadService(o.Job, o.Cluster, o.Options)
+	if live := o.HeadService; live != nil && ownedBy(live, o.Job) && maps.Equal(live.Spec.Selector, want.Spec.Selector) &&
+		live.Labels[constants.LabelCluster] == want.Labels[constants.LabelCluster] {
+		return
+	}
+	d.Actions = append(d.Actions, Action{Kind: SyncHeadService, Service: want})
+}
+
+// ownedBy reports whether obj is controlled by job.
+func ownedBy(obj metav1.Object, job *rayv1.RayJob) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == job.UID
 }
 
 // jobWithStatus is job carrying the status being decided, for builders that read status.jobId.

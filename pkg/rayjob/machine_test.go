@@ -16,6 +16,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/fixture"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
 )
@@ -231,7 +232,7 @@ func TestRunningHTTPMode(t *testing.T) {
 	rc := ownedCluster(job, rayv1.Ready)
 
 	t.Run("not on the dashboard: submitted under the stored id", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfoErr: dashboard.ErrNotFound, Now: t0})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: dashboard.ErrNotFound, Now: t0})
 		if diff := cmp.Diff([]ActionKind{SubmitJob}, kinds(d.Actions)); diff != "" {
 			t.Fatalf("actions (-want +got):\n%s", diff)
 		}
@@ -245,14 +246,14 @@ func TestRunningHTTPMode(t *testing.T) {
 		}
 	})
 	t.Run("running", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusRunning, Message: "on it", StartTime: uint64(t0.UnixMilli())}, Now: t0})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusRunning, Message: "on it", StartTime: uint64(t0.UnixMilli())}, Now: t0})
 		if len(d.Actions) != 0 || d.Status.JobStatus != rayv1.JobStatusRunning || d.Status.Message != "on it" ||
 			!d.Status.RayJobStatusInfo.StartTime.Time.Equal(t0) {
 			t.Errorf("got %+v actions %v", d.Status, kinds(d.Actions))
 		}
 	})
 	t.Run("succeeded", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusSucceeded, EndTime: uint64(t0.UnixMilli())}, Now: t0.Add(time.Minute)})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusSucceeded, EndTime: uint64(t0.UnixMilli())}, Now: t0.Add(time.Minute)})
 		st := d.Status
 		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || ptr.Deref(st.Succeeded, 0) != 1 || st.Failed != nil ||
 			!st.EndTime.Time.Equal(t0.Add(time.Minute)) || d.RequeueAfter != 0 {
@@ -260,20 +261,20 @@ func TestRunningHTTPMode(t *testing.T) {
 		}
 	})
 	t.Run("failed", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusFailed, Message: "exit 1"}, Now: t0})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusFailed, Message: "exit 1"}, Now: t0})
 		st := d.Status
 		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || st.Reason != rayv1.AppFailed || ptr.Deref(st.Failed, 0) != 1 || st.Message != "exit 1" {
 			t.Errorf("got %s %s failed=%v %q", st.JobDeploymentStatus, st.Reason, st.Failed, st.Message)
 		}
 	})
 	t.Run("stopped is complete", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusStopped}, Now: t0})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusStopped}, Now: t0})
 		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || d.Status.Succeeded != nil {
 			t.Errorf("got %s succeeded=%v, want Complete, not counted as a success", d.Status.JobDeploymentStatus, d.Status.Succeeded)
 		}
 	})
 	t.Run("dashboard down is a message, not a failure", func(t *testing.T) {
-		d := Next(Observed{Job: job, Cluster: rc, JobInfoErr: errors.New("connection refused"), Now: t0})
+		d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: errors.New("connection refused"), Now: t0})
 		if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || !strings.Contains(d.Status.Message, "connection refused") ||
 			d.RequeueAfter != PollInterval || len(d.Actions) != 0 {
 			t.Errorf("got %s %q requeue=%s actions=%v", d.Status.JobDeploymentStatus, d.Status.Message, d.RequeueAfter, kinds(d.Actions))
@@ -368,7 +369,7 @@ func TestRunningK8sJobMode(t *testing.T) {
 			if tt.noHead {
 				head = nil
 			}
-			d := Next(Observed{Job: j, Cluster: rc, Head: head, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
+			d := Next(Observed{Job: j, Cluster: rc, HeadService: HeadService(j, rc, builder.Options{}), Head: head, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
 			if d.Status.JobDeploymentStatus != tt.want || d.Status.Reason != tt.wantReason || (tt.wantMsg != "" && d.Status.Message != tt.wantMsg) {
 				t.Errorf("got %s %s %q, want %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message, tt.want, tt.wantReason, tt.wantMsg)
 			}
@@ -377,6 +378,48 @@ func TestRunningK8sJobMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A running job keeps its head Service: recreated when missing, pointed back at the job's cluster when it
+// selects another; the reconciler refuses one the RayJob does not control. A selected cluster gets none.
+func TestRunningKeepsTheHeadService(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning))
+	rc := ownedCluster(job, rayv1.Ready)
+	running := &dashboard.JobInfo{Status: rayv1.JobStatusRunning}
+	own := HeadService(job, rc, builder.Options{})
+	elsewhere := own.DeepCopy()
+	elsewhere.Spec.Selector[constants.LabelCluster] = "train-old"
+	foreign := own.DeepCopy()
+	foreign.OwnerReferences = nil
+	for _, tt := range []struct {
+		name string
+		svc  *corev1.Service
+		want []ActionKind
+	}{
+		{"in place", own, nil},
+		{"missing", nil, []ActionKind{SyncHeadService}},
+		{"selecting another cluster", elsewhere, []ActionKind{SyncHeadService}},
+		{"not the RayJob's", foreign, []ActionKind{SyncHeadService}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Next(Observed{Job: job, Cluster: rc, HeadService: tt.svc, JobInfo: running, Now: t0})
+			if diff := cmp.Diff(tt.want, kinds(d.Actions)); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			if len(d.Actions) == 1 && d.Actions[0].Service.Spec.Selector[constants.LabelCluster] != rc.Name {
+				t.Errorf("selector %v, want the job's cluster", d.Actions[0].Service.Spec.Selector)
+			}
+		})
+	}
+	t.Run("selected cluster", func(t *testing.T) {
+		job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "train-abcde"}
+		})
+		if d := Next(Observed{Job: job, Cluster: rc, JobInfo: running, Now: t0}); len(d.Actions) != 0 {
+			t.Errorf("actions %v, want none", kinds(d.Actions))
+		}
+	})
 }
 
 func TestDeadline(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -85,11 +86,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	d := Next(o)
 	// Events about the actions are recorded whatever happens to the status write, because the writes
 	// happened; the decision's own events (a refused spec) only once the status that says so is stored.
-	events, submitted, actErr := r.act(ctx, job, d)
-	if submitted && d.Status.JobStatus == rayv1.JobStatusNew {
+	out := r.act(ctx, job, d)
+	events, actErr := out.events, out.err
+	if out.submitted && d.Status.JobStatus == rayv1.JobStatusNew {
 		// Ray holds an accepted submission as PENDING; storing that makes a later 404 a lost job, never a
 		// reason to submit again.
 		d.Status.JobStatus = rayv1.JobStatusPending
+	}
+	if out.conflict != nil {
+		// Someone else's object holds a name the job needs: said once in an event, kept in the message.
+		if job.Status.Message != out.conflict.Message {
+			events = append(events, *out.conflict)
+		}
+		d.Status.Message = out.conflict.Message
 	}
 	res := reconcile.Result{RequeueAfter: d.RequeueAfter}
 	statusStored := true
@@ -147,6 +156,16 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (Observed, 
 			return o, fmt.Errorf("read the head pod of RayCluster %s: %w", o.Cluster.Name, err)
 		}
 	}
+	if o.Cluster != nil && !selectorMode(job) && (job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusInitializing ||
+		job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning) {
+		svc := &corev1.Service{}
+		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: HeadServiceName(job)}, svc); {
+		case err == nil:
+			o.HeadService = svc
+		case !apierrors.IsNotFound(err):
+			return o, fmt.Errorf("read the RayJob's head Service: %w", err)
+		}
+	}
 	if NeedsJobInfo(job) && o.Cluster != nil {
 		api, err := r.jobAPI(ctx, job, o.Cluster)
 		if err != nil {
@@ -174,10 +193,22 @@ func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.Ra
 	return r.Dashboards.Jobs(base, token), nil
 }
 
-// act performs the decision's actions and returns the events they earned and whether the dashboard holds a
-// submission it asked for; it goes on after a failed action and returns every error.
-func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]Event, bool, error) {
+// outcome is what act's writes came to.
+type outcome struct {
+	// events are those the writes earned, recorded whatever happens to the status write.
+	events []Event
+	// submitted is set when the dashboard holds a submission that was asked for.
+	submitted bool
+	// conflict is a Warning event about an object of a name the job needs that the RayJob does not own;
+	// nothing was written to it.
+	conflict *Event
+	err      error
+}
+
+// act performs the decision's actions; it goes on after a failed action and returns every error.
+func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) outcome {
 	var events []Event
+	var conflict *Event
 	submitted := false
 	var errs []error
 	warn := func(reason, format string, args ...any) {
@@ -197,10 +228,17 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 				errs = append(errs, fmt.Errorf("create RayCluster %s: %w", a.Cluster.Name, err))
 			}
 		case CreateSubmitter:
-			switch err := r.Writer.Create(ctx, a.Submitter); {
+			err := r.Writer.Create(ctx, a.Submitter)
+			if apierrors.IsAlreadyExists(err) {
+				err = r.ownedLive(ctx, job, &batchv1.Job{}, a.Submitter.Name)
+			}
+			var foreign *notOwnedError
+			switch {
 			case err == nil:
 				normal(constants.EventCreatedRayJobSubmitter, "Created Kubernetes Job %s/%s", a.Submitter.Namespace, a.Submitter.Name)
-			case !apierrors.IsAlreadyExists(err):
+			case errors.As(err, &foreign):
+				conflict = &Event{corev1.EventTypeWarning, constants.EventFailedToCreateRayJobSubmitter, foreign.Error()}
+			default:
 				warn(constants.EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s/%s: %v", a.Submitter.Namespace, a.Submitter.Name, err)
 				errs = append(errs, fmt.Errorf("create the submitter Job: %w", err))
 			}
@@ -235,7 +273,10 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 				errs = append(errs, fmt.Errorf("delete the RayJob: %w", err))
 			}
 		case SyncHeadService:
+			var foreign *notOwnedError
 			switch verb, err := r.syncHeadService(ctx, job, a.Service); {
+			case errors.As(err, &foreign):
+				conflict = &Event{corev1.EventTypeWarning, constants.EventFailedToCreateService, foreign.Error()}
 			case err != nil && verb == "create":
 				warn(constants.EventFailedToCreateService, "Failed to create the service %s/%s, %v", a.Service.Namespace, a.Service.Name, err)
 				errs = append(errs, err)
@@ -257,32 +298,72 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) ([]
 			}
 		}
 	}
-	return events, submitted, errors.Join(errs...)
+	return outcome{events: events, submitted: submitted, conflict: conflict, err: errors.Join(errs...)}
 }
 
-// syncHeadService creates the RayJob's head Service, or points an existing one (which the RayJob must own)
-// at the current cluster's head. It runs once per attempt, when the cluster becomes ready, and reads the
-// Service from the API server: kray caches only the Services of its clusters. It returns the write it
-// attempted ("create", "update" or "").
+// notOwnedError reports an object holding a name the RayJob needs that the RayJob does not control: kray
+// neither takes it as its own nor changes it.
+type notOwnedError struct {
+	kind string
+	obj  ctrl.ObjectKey
+	job  *rayv1.RayJob
+}
+
+func (e *notOwnedError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by RayJob %s/%s: kray does not use or change it; delete it, or rename the RayJob",
+		e.kind, e.obj, e.job.Namespace, e.job.Name)
+}
+
+// ownedLive reads the object of name (into obj, which names its kind) from the API server, after a create
+// found it existing: nil when the RayJob controls it (the cache had not caught up), else a notOwnedError.
+func (r *Reconciler) ownedLive(ctx context.Context, job *rayv1.RayJob, obj ctrl.Object, name string) error {
+	key := ctrl.ObjectKey{Namespace: job.Namespace, Name: name}
+	if err := r.APIReader.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("read %s after its create found it existing: %w", key, err)
+	}
+	if !ownedBy(obj, job) {
+		kind := "Job"
+		if _, ok := obj.(*corev1.Service); ok {
+			kind = "Service"
+		}
+		return &notOwnedError{kind: kind, obj: key, job: job}
+	}
+	return nil
+}
+
+// syncHeadService creates the RayJob's head Service, or points the RayJob's own at the current cluster's
+// head. It reads the Service from the cache (it carries ray.io/cluster), and from the API server only when a
+// create finds it existing: a Service kray made before it carried the label, or someone else's. It never
+// changes a Service the RayJob does not control (a notOwnedError). It returns the write it attempted
+// ("create", "update" or "").
 func (r *Reconciler) syncHeadService(ctx context.Context, job *rayv1.RayJob, desired *corev1.Service) (string, error) {
 	live := &corev1.Service{}
-	switch err := r.APIReader.Get(ctx, ctrl.ObjectKeyFromObject(desired), live); {
+	switch err := r.Cache.Get(ctx, ctrl.ObjectKeyFromObject(desired), live); {
 	case apierrors.IsNotFound(err):
-		if err := r.Writer.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.Writer.Create(ctx, desired)
+		if err == nil {
+			return "create", nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return "create", fmt.Errorf("create the RayJob's head Service: %w", err)
 		}
-		return "create", nil
+		if err := r.ownedLive(ctx, job, live, desired.Name); err != nil {
+			return "create", err
+		}
 	case err != nil:
 		return "update", fmt.Errorf("read the RayJob's head Service: %w", err)
+	case !ownedBy(live, job):
+		return "update", &notOwnedError{kind: "Service", obj: ctrl.ObjectKeyFromObject(live), job: job}
 	}
-	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != job.UID {
-		return "update", fmt.Errorf("Service %s exists and is not controlled by this RayJob", live.Name)
-	}
-	if equality.Semantic.DeepEqual(live.Spec.Selector, desired.Spec.Selector) {
+	if maps.Equal(live.Spec.Selector, desired.Spec.Selector) && live.Labels[constants.LabelCluster] == desired.Labels[constants.LabelCluster] {
 		return "", nil
 	}
 	updated := live.DeepCopy()
 	updated.Spec.Selector = desired.Spec.Selector
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	updated.Labels[constants.LabelCluster] = desired.Labels[constants.LabelCluster]
 	if err := r.Writer.Update(ctx, updated); err != nil {
 		return "update", fmt.Errorf("point the RayJob's head Service at RayCluster %s: %w", job.Status.RayClusterName, err)
 	}

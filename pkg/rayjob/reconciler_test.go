@@ -445,3 +445,99 @@ func TestHTTPModeJobLostWithItsHeadFailsTheAttempt(t *testing.T) {
 		t.Errorf("accepted %d, clusters %d: want one submission and one cluster per attempt", e.dash.accepted, e.count(writetest.Create, "RayCluster"))
 	}
 }
+
+// drainEvents returns the reasons of the events recorded so far.
+func (e *env) drainEvents() []string {
+	var reasons []string
+	for len(e.rec.Events) > 0 {
+		reasons = append(reasons, strings.Fields(<-e.rec.Events)[1])
+	}
+	return reasons
+}
+
+// A Service or submitter Job of the name a RayJob needs, made by someone else, is never taken as the job's
+// own nor changed: the RayJob's message says whose it is, one Warning event says it once, and once it is
+// gone kray makes its own.
+func TestObjectsOfOthersAreReportedNotTaken(t *testing.T) {
+	foreignSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "train-head-svc", Namespace: "ns"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}}}
+	foreignJob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}}
+	for _, tt := range []struct {
+		name   string
+		obj    client.Object
+		reason string
+	}{
+		{"Service", foreignSvc, constants.EventFailedToCreateService},
+		{"Job", foreignJob, constants.EventFailedToCreateRayJobSubmitter},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := newJob()
+			job.Finalizers, job.UID = nil, ""
+			e := newEnv(t, job, tt.obj.DeepCopyObject().(client.Object))
+			e.steps(8)
+			st := e.job("train").Status
+			if want := tt.name + " ns/" + tt.obj.GetName() + " exists and is not controlled by RayJob ns/train"; !strings.Contains(st.Message, want) {
+				t.Errorf("message %q, want it to say %q", st.Message, want)
+			}
+			var warned int
+			for _, r := range e.drainEvents() {
+				if r == tt.reason {
+					warned++
+				}
+			}
+			if warned != 1 {
+				t.Errorf("%s events = %d, want 1", tt.reason, warned)
+			}
+			for _, w := range e.writer.Writes() {
+				if w.Name == tt.obj.GetName() && w.Kind == tt.name && (w.Verb == writetest.Update || w.Verb == writetest.Delete || w.Verb == writetest.Patch) {
+					t.Errorf("kray wrote to the other's %s: %s", tt.name, w)
+				}
+			}
+			if err := e.api.Delete(context.Background(), tt.obj.DeepCopyObject().(client.Object)); err != nil {
+				t.Fatal(err)
+			}
+			e.steps(2)
+			switch tt.name {
+			case "Service":
+				svc := &corev1.Service{}
+				if err := e.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "train-head-svc"}, svc); err != nil || metav1.GetControllerOf(svc) == nil {
+					t.Errorf("once the other's Service is gone: %v %+v, want the RayJob's own", err, svc.OwnerReferences)
+				}
+			case "Job":
+				if n := e.count(writetest.Create, "Job"); n < 2 {
+					t.Errorf("submitter creates = %d: the RayJob's own was never created after the other's went", n)
+				}
+			}
+		})
+	}
+}
+
+// A running job's head Service deleted or re-pointed by someone is put back by the next reconcile.
+func TestRunningJobKeepsItsHeadService(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(6)
+	st := e.job("train").Status
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("status %s, want Running", st.JobDeploymentStatus)
+	}
+	key := types.NamespacedName{Namespace: "ns", Name: "train-head-svc"}
+	svc := &corev1.Service{}
+	if err := e.api.Get(context.Background(), key, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Selector = map[string]string{"app": "elsewhere"}
+	if err := e.api.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(e.reconciler(), "train")
+	if err := e.api.Get(context.Background(), key, svc); err != nil || svc.Spec.Selector[constants.LabelCluster] != st.RayClusterName {
+		t.Fatalf("re-pointed Service: %v selector %v, want %s's head", err, svc.Spec.Selector, st.RayClusterName)
+	}
+	if err := e.api.Delete(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(e.reconciler(), "train")
+	if err := e.api.Get(context.Background(), key, svc); err != nil {
+		t.Errorf("deleted Service not recreated: %v", err)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
 // Why each verb: RayJobs are read, updated only to add and remove the ray.io/rayjob-finalizer (never the
@@ -23,10 +23,12 @@ import (
 // objects created for a RayJob carry a blocking owner reference to it. RayClusters are created for a RayJob
 // and deleted when it retries, is suspended or shuts down (only those it owns, by UID precondition), and
 // updated only by a DeleteWorkers deletion policy, which suspends the worker groups of a cluster it owns. Submitter Jobs are created and deleted
-// likewise. A cluster's token auth Secret is read by name, only for the dashboard calls of a cluster with
-// token auth. The RayJob's head Service is read by name, created, and updated (its selector only) once per
-// attempt. A K8sJobMode job's head pod is read from the cache that the RayCluster controller fills, to tell
-// when the head its submitter was made for has been replaced.
+// likewise (a running one also when its RayJob has ended). A cluster's token auth Secret is read by name,
+// only for the dashboard calls of a cluster with token auth. The RayJob's head Service is read from the
+// cache, created, and updated (its selector and ray.io/cluster label only, never one the RayJob does not
+// control) while the job runs; a Service or Job whose create finds it existing is read once by name. A
+// K8sJobMode job's head pod is read from the cache, to tell when the head its submitter was made for has been
+// replaced.
 
 // SetupWithManager registers the RayJob controller: every RayJob change, its own status writes included (the
 // watch event of a status write is what brings the next step, with the object that holds the new status),
