@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type options struct {
 	leaderElect   bool
 	leaderElectNS string
 	concurrency   int
+	jobWorkers    int
+	deleteJobs    bool
+	jobGrace      time.Duration
 	qps           float64
 	burst         int
 	namespaces    string
@@ -57,14 +61,40 @@ type options struct {
 	gates         featuregate.MutableFeatureGate
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
+// KubeRay's operator environment variables for RayJobs, read as KubeRay reads them; a flag overrides each.
+const (
+	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
+	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
+)
+
+// envDefaults are the flag defaults that KubeRay's environment variables set: DELETE_RAYJOB_CR_AFTER_JOB_FINISHES
+// is on only when "true" in any case, as in KubeRay; a grace period that is not a positive whole number of
+// seconds is refused rather than ignored.
+func envDefaults(getenv func(string) string) (deleteJobs bool, grace time.Duration, err error) {
+	deleteJobs = strings.EqualFold(getenv(envDeleteRayJobAfterJobFinishes), "true")
+	grace = rayjob.DefaultTransitionGracePeriod
+	if s := getenv(envTransitionGracePeriodSeconds); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return false, 0, fmt.Errorf("%s must be a positive whole number of seconds, got %q", envTransitionGracePeriodSeconds, s)
+		}
+		grace = time.Duration(n) * time.Second
+	}
+	return deleteJobs, grace, nil
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (options, zap.Options, error) {
 	o := options{gates: features.New()}
+	deleteJobs, grace, envErr := envDefaults(getenv)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address Go's /debug/pprof endpoints bind to, for profiling the operator; empty disables them")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "RayClusters reconciled in parallel")
+	fs.IntVar(&o.jobWorkers, "rayjob-max-concurrent-reconciles", 4, "RayJobs reconciled in parallel, by workers of their own, so RayJobs waiting on slow dashboards never hold up RayClusters")
+	fs.BoolVar(&o.deleteJobs, "delete-rayjob-cr-after-job-finishes", deleteJobs, "shutdownAfterJobFinishes deletes the RayJob itself (and with it everything made for it), not only its cluster; default from "+envDeleteRayJobAfterJobFinishes)
+	fs.DurationVar(&o.jobGrace, "rayjob-deployment-status-transition-grace-period", grace, "how long a RayJob may stay Running after its Ray job ended before it is ended anyway; default from "+envTransitionGracePeriodSeconds+" (seconds), else 5m")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
@@ -84,6 +114,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, zopts, err
 	}
+	if envErr != nil {
+		return o, zopts, envErr
+	}
 	if o.resync < time.Second {
 		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
 	}
@@ -93,6 +126,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, zap.Options, error) {
 	if o.concurrency < 1 {
 		return o, zopts, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.concurrency)
 	}
+	if o.jobWorkers < 1 {
+		return o, zopts, fmt.Errorf("--rayjob-max-concurrent-reconciles must be at least 1, got %d", o.jobWorkers)
+	}
+	if o.jobGrace < time.Second {
+		return o, zopts, fmt.Errorf("--rayjob-deployment-status-transition-grace-period must be at least 1s, got %s", o.jobGrace)
+	}
 	return o, zopts, nil
 }
 
@@ -100,7 +139,7 @@ func main() {
 	fs := flag.NewFlagSet("kray-operator", flag.ExitOnError)
 	ctrlFlags := flag.CommandLine // controller-runtime registers --kubeconfig here
 	ctrlFlags.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
-	o, zopts, err := parseFlags(fs, os.Args[1:])
+	o, zopts, err := parseFlags(fs, os.Args[1:], os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -184,8 +223,11 @@ func run(o options) error {
 		DashboardAddress: o.rayDashboard,
 		Options:          r.Options,
 		DeletionPolicy:   o.gates.Enabled(features.RayJobDeletionPolicy),
+
+		DeleteRayJobOnShutdown: o.deleteJobs,
+		TransitionGracePeriod:  o.jobGrace,
 	}
-	if err := jobs.SetupWithManager(mgr, o.concurrency); err != nil {
+	if err := jobs.SetupWithManager(mgr, o.jobWorkers); err != nil {
 		return fmt.Errorf("set up RayJob controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -194,6 +236,6 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting kray-operator", "version", version, "namespaces", namespaces, "concurrency", o.concurrency)
+	ctrl.Log.Info("starting kray-operator", "version", version, "namespaces", namespaces, "concurrency", o.concurrency, "rayjobConcurrency", o.jobWorkers)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

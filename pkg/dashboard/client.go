@@ -20,8 +20,9 @@ import (
 // JobsPath is the Job REST API's collection path on the dashboard.
 const JobsPath = "/api/jobs/"
 
-// callTimeout bounds one dashboard call, so a silent dashboard never stalls a reconcile.
-const callTimeout = 5 * time.Second
+// callTimeout bounds one dashboard call, so a silent dashboard holds a reconcile worker at most this long;
+// a healthy dashboard answers a job's details in milliseconds.
+const callTimeout = 2 * time.Second
 
 // maxBody bounds how much of an answer is read; job details are small.
 const maxBody = 1 << 20

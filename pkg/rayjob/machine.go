@@ -22,10 +22,13 @@ import (
 const (
 	// PollInterval is how often a running job's status is read from the dashboard, which has no watch.
 	PollInterval = 3 * time.Second
+	// MaxPollInterval caps the poll of a dashboard whose reads keep failing, which doubles with each failure.
+	MaxPollInterval = time.Minute
 	// SubmitterFinishedTimeout is how long after the submitter finished the Ray job may take to be terminal.
 	SubmitterFinishedTimeout = 30 * time.Second
-	// TransitionGracePeriod is how long after the Ray job ended the RayJob may stay Running.
-	TransitionGracePeriod = 300 * time.Second
+	// DefaultTransitionGracePeriod is how long after the Ray job ended the RayJob may stay Running, unless the
+	// operator is told otherwise (KubeRay's RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS).
+	DefaultTransitionGracePeriod = 300 * time.Second
 )
 
 // Status messages that KubeRay writes word for word.
@@ -68,6 +71,14 @@ type Observed struct {
 	Options builder.Options
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate: deletionStrategy is served only with it.
 	DeletionPolicy bool
+	// DeleteRayJobOnShutdown makes shutdownAfterJobFinishes delete the RayJob itself, not only its cluster
+	// (KubeRay's DELETE_RAYJOB_CR_AFTER_JOB_FINISHES).
+	DeleteRayJobOnShutdown bool
+	// TransitionGracePeriod replaces DefaultTransitionGracePeriod when positive.
+	TransitionGracePeriod time.Duration
+	// DashboardFailures is how many reads of the dashboard in a row have failed for this RayJob, this one
+	// included; each doubles the wait before the next.
+	DashboardFailures int
 }
 
 // ActionKind names what the reconciler must do to the cluster, the submitter or the dashboard.
@@ -369,8 +380,12 @@ func running(o Observed, d *Decision) {
 	if interrupted(o, d) {
 		return
 	}
+	grace := o.TransitionGracePeriod
+	if grace <= 0 {
+		grace = DefaultTransitionGracePeriod
+	}
 	if rayv1.IsJobTerminal(st.JobStatus) && st.RayJobStatusInfo.EndTime != nil &&
-		!o.Now.Before(st.RayJobStatusInfo.EndTime.Add(TransitionGracePeriod)) {
+		!o.Now.Before(st.RayJobStatusInfo.EndTime.Add(grace)) {
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusComplete
 		if st.JobStatus == rayv1.JobStatusFailed {
 			st.JobDeploymentStatus = rayv1.JobDeploymentStatusFailed
@@ -387,7 +402,7 @@ func running(o Observed, d *Decision) {
 		}
 		return
 	}
-	d.wantRequeue(PollInterval)
+	d.wantRequeue(pollAfter(o.DashboardFailures))
 	if lost(o, d) {
 		return
 	}
@@ -501,6 +516,18 @@ func submitterFinished(sub *batchv1.Job) bool {
 	return false
 }
 
+// pollAfter is when a running job's dashboard is read next after failures reads in a row failed:
+// PollInterval, doubled for each failure after the first, at most MaxPollInterval. A dashboard that is down
+// (a head restarting, a network fault) is not hammered, and a slow one does not keep a reconcile worker busy
+// every few seconds.
+func pollAfter(failures int) time.Duration {
+	after := PollInterval
+	for i := 1; i < failures && after < MaxPollInterval; i++ {
+		after *= 2
+	}
+	return min(after, MaxPollInterval)
+}
+
 // msTime converts the dashboard's Unix milliseconds; zero keeps the previous value.
 func msTime(ms uint64, prev *metav1.Time) *metav1.Time {
 	if ms == 0 {
@@ -601,7 +628,8 @@ func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
 // finished cleans up after an ended RayJob: a submitter still running is deleted at once (it follows a job
 // that is over, and would submit it again should the head restart); then, with the RayJobDeletionPolicy gate
 // and a deletionStrategy, its rules or its onSuccess/onFailure policy; otherwise shutdownAfterJobFinishes
-// deletes the cluster ttlSecondsAfterFinished after the end. Nothing is done to a selected cluster.
+// deletes the cluster (or, with DeleteRayJobOnShutdown, the RayJob) ttlSecondsAfterFinished after the end.
+// Nothing is done to a selected cluster.
 func finished(o Observed, d *Decision) {
 	job, st := o.Job, &d.Status
 	if sub := o.Submitter; sub != nil && sub.DeletionTimestamp == nil && !submitterFinished(sub) {
@@ -623,6 +651,10 @@ func finished(o Observed, d *Decision) {
 	}
 	if due := st.EndTime.Add(time.Duration(job.Spec.TTLSecondsAfterFinished) * time.Second); o.Now.Before(due) {
 		d.wantRequeue(due.Sub(o.Now))
+		return
+	}
+	if o.DeleteRayJobOnShutdown {
+		deletePolicy(o, d, rayv1.DeleteSelf)
 		return
 	}
 	deletePolicy(o, d, rayv1.DeleteCluster)

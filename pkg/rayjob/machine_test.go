@@ -578,6 +578,68 @@ func TestEndedJobsRunningSubmitterIsDeleted(t *testing.T) {
 	}
 }
 
+func TestPollBacksOffWhileTheDashboardFails(t *testing.T) {
+	want := []time.Duration{3 * time.Second, 3 * time.Second, 6 * time.Second, 12 * time.Second, 24 * time.Second, 48 * time.Second, time.Minute, time.Minute}
+	for failures, w := range want {
+		if got := pollAfter(failures); got != w {
+			t.Errorf("after %d failures: %s, want %s", failures, got, w)
+		}
+	}
+	if got := pollAfter(1000); got != MaxPollInterval {
+		t.Errorf("after 1000 failures: %s, want the cap", got)
+	}
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) { j.Status.JobStatus = rayv1.JobStatusRunning })
+	rc := ownedCluster(job, rayv1.Ready)
+	d := Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: errors.New("timeout"), DashboardFailures: 4, Now: t0})
+	if d.RequeueAfter != 24*time.Second || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Errorf("fourth failure: %s requeue %s, want Running and 24s", d.Status.JobDeploymentStatus, d.RequeueAfter)
+	}
+	job.Spec.ActiveDeadlineSeconds = ptr.To[int32](10)
+	d = Next(Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: errors.New("timeout"), DashboardFailures: 4, Now: t0})
+	if d.RequeueAfter != 10*time.Second {
+		t.Errorf("deadline in 10s: requeue %s, want the deadline to win over the backoff", d.RequeueAfter)
+	}
+}
+
+// KubeRay's operator settings: DELETE_RAYJOB_CR_AFTER_JOB_FINISHES and the transition grace period.
+func TestOperatorSettings(t *testing.T) {
+	ended := newJob(inState(rayv1.JobDeploymentStatusComplete), func(j *rayv1.RayJob) {
+		j.Spec.ShutdownAfterJobFinishes = true
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+	})
+	rc := ownedCluster(ended, rayv1.Ready)
+	if d := Next(Observed{Job: ended, Cluster: rc, Now: t0, DeleteRayJobOnShutdown: true}); !cmp.Equal([]ActionKind{DeleteRayJob}, kinds(d.Actions)) {
+		t.Errorf("shutdown with DeleteRayJobOnShutdown: %v, want DeleteRayJob", kinds(d.Actions))
+	}
+	if d := Next(Observed{Job: ended, Cluster: rc, Now: t0}); !cmp.Equal([]ActionKind{DeleteCluster}, kinds(d.Actions)) {
+		t.Errorf("shutdown without: %v, want DeleteCluster", kinds(d.Actions))
+	}
+	users := newJob(inState(rayv1.JobDeploymentStatusComplete), func(j *rayv1.RayJob) {
+		j.Spec.RayClusterSpec = nil
+		j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "shared"}
+		j.Spec.ShutdownAfterJobFinishes = true
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+	})
+	if d := Next(Observed{Job: users, Now: t0, DeleteRayJobOnShutdown: true}); len(d.Actions) != 0 {
+		t.Errorf("selected cluster: %v, want nothing deleted, as with KubeRay", kinds(d.Actions))
+	}
+
+	stuck := newJob(inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+		j.Status.JobStatus = rayv1.JobStatusSucceeded
+		j.Status.RayJobStatusInfo.EndTime = ptr.To(metav1.NewTime(t0))
+	})
+	rc = ownedCluster(stuck, rayv1.Ready)
+	o := Observed{Job: stuck, Cluster: rc, Submitter: submitterJob(stuck, "", t0), Head: headPod(rc, "head-uid", 0),
+		HeadService: HeadService(stuck, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusSucceeded}, Now: t0.Add(time.Minute)}
+	if d := Next(o); d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Errorf("a minute after the end, default grace: %s, want Running", d.Status.JobDeploymentStatus)
+	}
+	o.TransitionGracePeriod = 30 * time.Second
+	if d := Next(o); d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete || d.Status.Reason != rayv1.JobDeploymentStatusTransitionGracePeriodExceeded {
+		t.Errorf("a minute after the end, grace 30s: %s %s, want Complete with the grace reason", d.Status.JobDeploymentStatus, d.Status.Reason)
+	}
+}
+
 func TestValidationFailsOnceWithAnEvent(t *testing.T) {
 	job := newJob(func(j *rayv1.RayJob) { j.Spec.Suspend = true })
 	d := Next(Observed{Job: job, Now: t0})

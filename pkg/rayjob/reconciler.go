@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,15 +58,44 @@ type Reconciler struct {
 	Options          builder.Options
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
 	DeletionPolicy bool
+	// DeleteRayJobOnShutdown and TransitionGracePeriod are KubeRay's DELETE_RAYJOB_CR_AFTER_JOB_FINISHES and
+	// RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS (see Observed).
+	DeleteRayJobOnShutdown bool
+	TransitionGracePeriod  time.Duration
 	// Now and Suffix default to the wall clock and a 5-character random string.
 	Now    func() time.Time
 	Suffix func() string
+
+	// failures counts, per RayJob, the dashboard reads in a row that failed (Observed.DashboardFailures).
+	failures failureCounts
+}
+
+// failureCounts is a per-RayJob counter, safe for concurrent reconciles; a RayJob absent has none.
+type failureCounts struct {
+	mu sync.Mutex
+	n  map[types.NamespacedName]int
+}
+
+// record adds one failure for key when failed, forgets key otherwise, and returns key's count.
+func (f *failureCounts) record(key types.NamespacedName, failed bool) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !failed {
+		delete(f.n, key)
+		return 0
+	}
+	if f.n == nil {
+		f.n = map[types.NamespacedName]int{}
+	}
+	f.n[key]++
+	return f.n[key]
 }
 
 // Reconcile moves one RayJob a step through its lifecycle.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &rayv1.RayJob{}
 	if err := r.Cache.Get(ctx, req.NamespacedName, job); err != nil {
+		r.failures.record(req.NamespacedName, false)
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	if m := job.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
@@ -127,8 +158,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // observe reads what Next decides from: the cluster, the submitter and, while the job runs, the dashboard.
-func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (Observed, error) {
-	o := Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy}
+// A failed read of the dashboard is counted in o.DashboardFailures, and a successful one resets the count.
+func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed, err error) {
+	o = Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy,
+		DeleteRayJobOnShutdown: r.DeleteRayJobOnShutdown, TransitionGracePeriod: r.TransitionGracePeriod}
+	defer func() {
+		failed := o.JobInfoErr != nil && !errors.Is(o.JobInfoErr, dashboard.ErrNotFound)
+		o.DashboardFailures = r.failures.record(ctrl.ObjectKeyFromObject(job), failed)
+	}()
 	if name := job.Status.RayClusterName; name != "" {
 		rc := &rayv1.RayCluster{}
 		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: name}, rc); {

@@ -41,6 +41,8 @@ type fakeDashboard struct {
 	refused   int
 	stopped   []string
 	lastToken string
+	// down, when set, is the error of every read.
+	down error
 }
 
 func newFakeDashboard() *fakeDashboard { return &fakeDashboard{jobs: map[string]*dashboard.JobInfo{}} }
@@ -55,6 +57,9 @@ func (f *fakeDashboard) Jobs(_, token string) dashboard.JobAPI {
 func (f *fakeDashboard) GetJob(_ context.Context, id string) (*dashboard.JobInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down != nil {
+		return nil, f.down
+	}
 	j, ok := f.jobs[id]
 	if !ok {
 		return nil, dashboard.ErrNotFound
@@ -539,5 +544,35 @@ func TestRunningJobKeepsItsHeadService(t *testing.T) {
 	e.reconcile(e.reconciler(), "train")
 	if err := e.api.Get(context.Background(), key, svc); err != nil {
 		t.Errorf("deleted Service not recreated: %v", err)
+	}
+}
+
+// Each failed read of the dashboard in a row doubles the wait before the next, per RayJob; a read that
+// answers brings the poll back to PollInterval.
+func TestFailingDashboardBacksOffPerRayJob(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(6)
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("status %s, want Running", st.JobDeploymentStatus)
+	}
+	r := e.reconciler()
+	e.dash.mu.Lock()
+	e.dash.down = errors.New("context deadline exceeded")
+	e.dash.mu.Unlock()
+	var got []time.Duration
+	for i := 0; i < 4; i++ {
+		got = append(got, e.reconcile(r, "train").RequeueAfter)
+	}
+	if want := []time.Duration{3 * time.Second, 6 * time.Second, 12 * time.Second, 24 * time.Second}; !slices.Equal(got, want) {
+		t.Errorf("requeues while the dashboard fails: %v, want %v", got, want)
+	}
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || !strings.Contains(st.Message, "deadline exceeded") {
+		t.Errorf("status %s %q, want Running with the reason in the message", st.JobDeploymentStatus, st.Message)
+	}
+	e.dash.mu.Lock()
+	e.dash.down = nil
+	e.dash.mu.Unlock()
+	if res := e.reconcile(r, "train"); res.RequeueAfter != PollInterval {
+		t.Errorf("dashboard back: requeue %s, want %s", res.RequeueAfter, PollInterval)
 	}
 }
