@@ -314,9 +314,7 @@ func asRayCluster(doc map[string]any) (map[string]any, bool) {
 
 // refusedRayJobSamples are the KubeRay samples that use a RayJob feature kray does not serve, with the
 // refusal its validation gives (reported in the RayJob's status and an event).
-var refusedRayJobSamples = map[string]error{
-	"ray-job.sidecar-mode.yaml": validation.ErrSidecarMode,
-}
+var refusedRayJobSamples = map[string]error{}
 
 // TestKubeRayRayJobSamplesAreAccepted checks that kray's RayJob CRD admits every RayJob among KubeRay's
 // samples and stores it as KubeRay's CRD would, and that kray's controller validation accepts it unless it

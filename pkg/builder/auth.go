@@ -69,6 +69,14 @@ func authEnv(rc *rayv1.RayCluster, c *corev1.Container) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: names.AuthSecretFor(rc)}, Key: AuthTokenKey}}})
 }
 
+// ClientAuthEnv gives container c, a Ray client of rc in a pod that rc's builders render (a sidecar in the
+// head pod), the credentials rc's token auth asks for; it changes nothing when auth is off.
+func ClientAuthEnv(rc *rayv1.RayCluster, c *corev1.Container) {
+	if spec.AuthEnabled(rc) {
+		authEnv(rc, c)
+	}
+}
+
 // ClientAuth gives a pod template whose first container is a Ray client of rc (the RayJob submitter) the
 // credentials rc's token auth asks for; it changes nothing when auth is off.
 func ClientAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {

@@ -78,7 +78,44 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 	if job.Spec.RayClusterSpec != nil {
 		rc.Spec = *job.Spec.RayClusterSpec.DeepCopy()
 	}
+	if job.Spec.SubmissionMode == rayv1.SidecarMode {
+		head := &rc.Spec.HeadGroupSpec.Template.Spec
+		head.Containers = append(head.Containers, sidecarContainer(job, rc))
+	}
 	return rc
+}
+
+// sidecarContainer is the SidecarMode container of the head pod: KubeRay's ray-job-submitter, in the head's
+// image with KubeRay's default submitter resources, that only follows the logs of the job kray submits (under
+// status.jobId, over the Job API) and then waits. It never submits, so a head that Kruise replaces, or a Ray
+// container restarted in place, cannot run the job again.
+func sidecarContainer(job *rayv1.RayJob, rc *rayv1.RayCluster) corev1.Container {
+	c := defaultSubmitterTemplate(rc).Spec.Containers[0]
+	port, ok := builder.DashboardPort(rc)
+	if !ok {
+		port = constants.DefaultDashboardPort
+	}
+	address := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c.Command = []string{"/bin/bash", "-ce", "--"}
+	c.Args = []string{SidecarScript(address, job.Status.JobId)}
+	c.Env = []corev1.EnvVar{
+		{Name: "PYTHONUNBUFFERED", Value: "1"},
+		{Name: constants.EnvRayDashboardAddress, Value: strings.TrimPrefix(address, "http://")},
+		{Name: constants.EnvRayJobSubmissionID, Value: job.Status.JobId},
+	}
+	builder.ClientAuthEnv(rc, &c)
+	return c
+}
+
+// SidecarScript is the SidecarMode container's shell script: wait until the dashboard at address holds the
+// job id, follow its logs to the end, then sleep, so the container neither submits nor ends.
+func SidecarScript(address, id string) string {
+	return strings.Join([]string{
+		"until", "ray", "job", "status", "--address", address, id, ">/dev/null", "2>&1", ";",
+		"do", "echo", strconv.Quote("Waiting for Ray job " + id + " at " + address + " ..."), ";", "sleep", "2", ";", "done", ";",
+		"ray", "job", "logs", "--address", address, "--follow", id, "||", "true", ";",
+		"exec", "sleep", "infinity",
+	}, " ")
 }
 
 // HeadServiceName is the name of the Service that a RayJob keeps in front of the head of its current cluster.

@@ -1,6 +1,7 @@
 package rayjob
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -173,5 +174,37 @@ func TestHeadIncarnation(t *testing.T) {
 		if HeadIncarnation(rc, p) == first {
 			t.Errorf("%s: the incarnation did not change", name)
 		}
+	}
+}
+
+// In SidecarMode the head pod gets KubeRay's ray-job-submitter container, which only follows the job that
+// kray submits; it never runs `ray job submit`.
+func TestSidecarModeClusterFollowsWithoutSubmitting(t *testing.T) {
+	job := newJob(mode(rayv1.SidecarMode), inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {
+		j.Spec.RayClusterSpec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+	})
+	rc := Cluster(job, "train-abcde")
+	cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers
+	if len(cs) != 2 || cs[1].Name != constants.SubmitterContainerName {
+		t.Fatalf("head containers %d, the last %q; want the Ray container and %s", len(cs), cs[len(cs)-1].Name, constants.SubmitterContainerName)
+	}
+	sc := cs[1]
+	want := `until ray job status --address http://127.0.0.1:8265 train-abcde >/dev/null 2>&1 ; do echo "Waiting for Ray job train-abcde at http://127.0.0.1:8265 ..." ; sleep 2 ; done ; ` +
+		`ray job logs --address http://127.0.0.1:8265 --follow train-abcde || true ; exec sleep infinity`
+	if diff := cmp.Diff([]string{want}, sc.Args); diff != "" {
+		t.Errorf("sidecar script (-want +got):\n%s", diff)
+	}
+	if strings.Contains(sc.Args[0], "submit") || sc.Image != cs[0].Image {
+		t.Errorf("sidecar %q in %s: it must not submit, and runs in the head's image %s", sc.Args[0], sc.Image, cs[0].Image)
+	}
+	env := map[string]bool{}
+	for _, e := range sc.Env {
+		env[e.Name] = true
+	}
+	if !env[constants.EnvRayJobSubmissionID] || !env["RAY_AUTH_TOKEN"] {
+		t.Errorf("sidecar env %v, want the submission id and the cluster's token", sc.Env)
+	}
+	if k8s := Cluster(newJob(inState(rayv1.JobDeploymentStatusInitializing)), "train-abcde"); len(k8s.Spec.HeadGroupSpec.Template.Spec.Containers) != 1 {
+		t.Errorf("K8sJobMode: the head got a sidecar")
 	}
 }

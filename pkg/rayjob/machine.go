@@ -237,6 +237,12 @@ func submitterJobMode(job *rayv1.RayJob) bool {
 	return job.Spec.SubmissionMode == rayv1.K8sJobMode || job.Spec.SubmissionMode == ""
 }
 
+// kraySubmits reports whether kray submits job itself over the Job API: HTTPMode, and SidecarMode, whose
+// head container only follows the job.
+func kraySubmits(job *rayv1.RayJob) bool {
+	return job.Spec.SubmissionMode == rayv1.HTTPMode || job.Spec.SubmissionMode == rayv1.SidecarMode
+}
+
 // selectorMode reports whether job runs on a RayCluster the user created and selected.
 func selectorMode(job *rayv1.RayJob) bool { return len(job.Spec.ClusterSelector) != 0 }
 
@@ -269,7 +275,7 @@ func initializing(o Observed, d *Decision) {
 	case rayv1.InteractiveMode:
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusWaiting
 		return
-	case rayv1.HTTPMode:
+	case rayv1.HTTPMode, rayv1.SidecarMode:
 	default: // K8sJobMode
 		if o.Submitter == nil && !createSubmitter(o, d, url) {
 			return
@@ -346,7 +352,7 @@ func clusterPresent(o Observed, d *Decision) bool {
 		d.wantRequeue(PollInterval)
 		return false
 	}
-	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: Cluster(job, d.Status.RayClusterName)})
+	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: Cluster(jobWithStatus(job, &d.Status), d.Status.RayClusterName)})
 	return false
 }
 
@@ -425,7 +431,7 @@ func running(o Observed, d *Decision) {
 	switch {
 	case errors.Is(o.JobInfoErr, dashboard.ErrNotFound):
 		switch {
-		case job.Spec.SubmissionMode == rayv1.HTTPMode:
+		case kraySubmits(job):
 			req, err := SubmitRequest(jobWithStatus(job, st))
 			if err != nil {
 				failJob(d, rayv1.SubmissionFailed, err.Error())

@@ -169,6 +169,7 @@ func TestInitializing(t *testing.T) {
 	}{
 		{rayv1.K8sJobMode, rayv1.JobDeploymentStatusRunning, []ActionKind{SyncHeadService, CreateSubmitter}},
 		{rayv1.HTTPMode, rayv1.JobDeploymentStatusRunning, []ActionKind{SyncHeadService}},
+		{rayv1.SidecarMode, rayv1.JobDeploymentStatusRunning, []ActionKind{SyncHeadService}},
 		{rayv1.InteractiveMode, rayv1.JobDeploymentStatusWaiting, []ActionKind{SyncHeadService}},
 	} {
 		t.Run("ready cluster, "+string(tt.mode), func(t *testing.T) {
@@ -301,6 +302,23 @@ func TestRunningHTTPMode(t *testing.T) {
 			t.Errorf("got %s %s actions=%v, want Failed AppFailed without a new cluster", d.Status.JobDeploymentStatus, d.Status.Reason, kinds(d.Actions))
 		}
 	})
+}
+
+// SidecarMode is submitted by kray, as HTTPMode: once, under the stored id; a job reported before and no
+// longer known is lost, never submitted again.
+func TestRunningSidecarMode(t *testing.T) {
+	job := newJob(mode(rayv1.SidecarMode), inState(rayv1.JobDeploymentStatusRunning))
+	rc := ownedCluster(job, rayv1.Ready)
+	o := Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: dashboard.ErrNotFound, Now: t0}
+	if d := Next(o); !cmp.Equal([]ActionKind{SubmitJob}, kinds(d.Actions)) || d.Actions[0].Request.SubmissionID != "train-abcde" {
+		t.Errorf("not yet submitted: actions %v, want one SubmitJob under the stored id", kinds(d.Actions))
+	}
+	seen := job.DeepCopy()
+	seen.Status.JobStatus = rayv1.JobStatusRunning
+	o.Job = seen
+	if d := Next(o); len(d.Actions) != 0 || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || d.Status.Reason != rayv1.AppFailed {
+		t.Errorf("lost: %s %s actions %v, want Failed AppFailed and no submission", d.Status.JobDeploymentStatus, d.Status.Reason, kinds(d.Actions))
+	}
 }
 
 func TestRunningK8sJobMode(t *testing.T) {

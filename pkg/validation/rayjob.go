@@ -15,10 +15,6 @@ import (
 // MaxRayJobNameLength leaves room for the "-xxxxx" suffix of the RayCluster a RayJob creates.
 const MaxRayJobNameLength = MaxClusterNameLength - 6
 
-// ErrSidecarMode refuses SidecarMode, which kray does not serve.
-var ErrSidecarMode = errors.New("SidecarMode is not supported by kray: its head pod runs under a StatefulSet, " +
-	"which keeps restartPolicy Always, so a finished submitter container would submit again; use K8sJobMode or HTTPMode")
-
 // ErrDeletionPolicyGate refuses a deletionStrategy while the RayJobDeletionPolicy feature gate is off, in
 // KubeRay's words.
 var ErrDeletionPolicyGate = errors.New("RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy")
@@ -75,7 +71,15 @@ func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 		return errors.New("The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode")
 	}
 	if s.SubmissionMode == rayv1.SidecarMode {
-		return ErrSidecarMode
+		if s.SubmitterPodTemplate != nil {
+			return errors.New("Currently, SidecarMode doesn't support SubmitterPodTemplate")
+		}
+		if s.SubmitterConfig != nil {
+			return errors.New("Currently, SidecarMode doesn't support SubmitterConfig")
+		}
+		if p := s.RayClusterSpec.HeadGroupSpec.Template.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyNever {
+			return errors.New("restartPolicy for head Pod should be Never or unset when using SidecarMode")
+		}
 	}
 	if s.RayClusterSpec != nil {
 		rc := &rayv1.RayCluster{ObjectMeta: job.ObjectMeta, Spec: *s.RayClusterSpec}

@@ -120,7 +120,28 @@ func TestRayJobSpec(t *testing.T) {
 			j.Spec.SubmissionMode = rayv1.InteractiveMode
 			j.Spec.BackoffLimit = ptr.To[int32](1)
 		}, "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"},
-		{"sidecar", func(j *rayv1.RayJob) { j.Spec.SubmissionMode = rayv1.SidecarMode }, ErrSidecarMode.Error()},
+		{"sidecar", func(j *rayv1.RayJob) { j.Spec.SubmissionMode = rayv1.SidecarMode }, ""},
+		{"sidecar with a head restartPolicy Never", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.SidecarMode
+			j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		}, ""},
+		{"sidecar with a submitter template", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.SidecarMode
+			j.Spec.SubmitterPodTemplate = &corev1.PodTemplateSpec{}
+		}, "Currently, SidecarMode doesn't support SubmitterPodTemplate"},
+		{"sidecar with submitterConfig", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.SidecarMode
+			j.Spec.SubmitterConfig = &rayv1.SubmitterConfig{}
+		}, "Currently, SidecarMode doesn't support SubmitterConfig"},
+		{"sidecar with a head restartPolicy Always", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.SidecarMode
+			j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		}, "restartPolicy for head Pod should be Never or unset when using SidecarMode"},
+		{"sidecar on a selected cluster", func(j *rayv1.RayJob) {
+			j.Spec.SubmissionMode = rayv1.SidecarMode
+			j.Spec.RayClusterSpec = nil
+			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "c"}
+		}, "ClusterSelector is not supported in SidecarMode"},
 		{"invalid cluster spec", func(j *rayv1.RayJob) { j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers = nil },
 			"The RayJob spec is invalid: headGroupSpec should have at least one container"},
 		{"runtime env not YAML", func(j *rayv1.RayJob) { j.Spec.RuntimeEnvYAML = "pip: [" },

@@ -288,6 +288,14 @@ func (f *fakeDashboard) terminal(id string) (rayv1.JobStatus, bool) {
 	return st, rayv1.IsJobTerminal(st)
 }
 
+// forget drops the job with submission id id, as a Ray head restarted without GCS fault tolerance forgets
+// every job; the counts of its submissions stay.
+func (f *fakeDashboard) forget(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.jobs, id)
+}
+
 // has reports whether the dashboard holds a job with submission id id (what `ray job status` checks).
 func (f *fakeDashboard) has(id string) bool {
 	f.mu.Lock()

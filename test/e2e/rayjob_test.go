@@ -134,8 +134,9 @@ func (c *creations) created() []string {
 // submitterPlayer does in the suite what a submitter pod's container does on a real node, since kwok runs
 // no container: for each running pod of a RayJob's submitter Job in ns, it submits the job under the pod's
 // RAY_JOB_SUBMISSION_ID to the fake dashboard (`ray job submit`, after `ray job status` found nothing), waits
-// until the job ends (`ray job logs --follow`), and then ends the pod with exit code 0. Errors are kept for
-// the test to check; a goroutine never fails a test.
+// until the job ends (`ray job logs --follow`), and then ends the pod with exit code 0; when the dashboard no
+// longer knows the job it follows (its head restarted), `ray job logs` fails and so does the pod, exit code 1,
+// and the Job's next pod starts over. Errors are kept for the test to check; a goroutine never fails a test.
 type submitterPlayer struct {
 	mu        sync.Mutex
 	errs      []error
@@ -201,16 +202,23 @@ func (p *submitterPlayer) step(ctx context.Context, ns string) {
 			p.submitted[pod.UID] = true
 			p.mu.Unlock()
 		}
-		if _, ended := dash.terminal(id); !ended {
+		exit := int32(0)
+		if !dash.has(id) {
+			exit = 1 // `ray job logs --follow` lost the job
+		} else if _, ended := dash.terminal(id); !ended {
 			continue // the container is still following the logs; look again
 		}
 		cur := pod.DeepCopy()
 		now := metav1.Now()
 		cur.Status.Phase = corev1.PodSucceeded
+		reason := "Completed"
+		if exit != 0 {
+			cur.Status.Phase, reason = corev1.PodFailed, "Error"
+		}
 		for c := range cur.Status.ContainerStatuses {
 			cur.Status.ContainerStatuses[c].Ready = false
 			cur.Status.ContainerStatuses[c].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}
+				ExitCode: exit, Reason: reason, StartedAt: now, FinishedAt: now}}
 		}
 		for c := range cur.Status.Conditions {
 			if cur.Status.Conditions[c].Type == corev1.PodReady || cur.Status.Conditions[c].Type == corev1.ContainersReady {
@@ -561,7 +569,7 @@ func TestRayJobOperatorKilledMidJob(t *testing.T) {
 func TestKubeRayRayJobSamplesComplete(t *testing.T) {
 	needFakeDashboard(t)
 	samples := []string{"ray-job.sample.yaml", "ray-job.shutdown.yaml", "ray-job.resources.yaml",
-		"ray-job.custom-head-svc.yaml", "ray-job.light-weight-submitter.yaml"}
+		"ray-job.custom-head-svc.yaml", "ray-job.light-weight-submitter.yaml", "ray-job.sidecar-mode.yaml"}
 	for _, file := range samples {
 		t.Run(file, func(t *testing.T) {
 			g := NewWithT(t)
@@ -616,12 +624,11 @@ func splitYAML(data []byte) [][]byte {
 	return docs
 }
 
-// The RayJob features kray refuses (KubeRay's SidecarMode sample, and its deletionStrategy sample while the
-// RayJobDeletionPolicy gate is off, its default) are admitted by the CRD, then reported as ValidationFailed
-// with the reason and an InvalidRayJobSpec event; nothing is created.
+// The RayJob features kray refuses (KubeRay's deletionStrategy sample while the RayJobDeletionPolicy gate is
+// off, its default) are admitted by the CRD, then reported as ValidationFailed with the reason and an
+// InvalidRayJobSpec event; nothing is created.
 func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 	for file, want := range map[string]string{
-		"ray-job.sidecar-mode.yaml":   "SidecarMode is not supported by kray",
 		"ray-job.deletion-rules.yaml": "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy",
 	} {
 		t.Run(file, func(t *testing.T) {

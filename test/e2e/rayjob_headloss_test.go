@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// failedAttempts records, from a watch started before the test acts, the message of every failed attempt of
+// each RayJob in a namespace (a status with reason AppFailed), however briefly it was stored.
+type failedAttempts struct {
+	mu   sync.Mutex
+	msgs map[string][]string
+}
+
+func watchFailedAttempts(t *testing.T, ns string) *failedAttempts {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := watcher.Watch(ctx, &rayv1.RayJobList{}, client.InNamespace(ns))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	f := &failedAttempts{msgs: map[string][]string{}}
+	t.Cleanup(func() { cancel(); w.Stop() })
+	go func() {
+		for e := range w.ResultChan() {
+			job, ok := e.Object.(*rayv1.RayJob)
+			if !ok || e.Type == watch.Deleted || job.Status.Reason != rayv1.AppFailed {
+				continue
+			}
+			f.mu.Lock()
+			if m := f.msgs[job.Name]; len(m) == 0 || m[len(m)-1] != job.Status.Message {
+				f.msgs[job.Name] = append(m, job.Status.Message)
+			}
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+func (f *failedAttempts) of(name string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.msgs[name]...)
+}
+
+// A Ray head restarted without GCS fault tolerance forgets its jobs. Here the head pod of a running job is
+// deleted (the Advanced StatefulSet makes a new one) and the dashboard forgets the job, in HTTPMode, in
+// SidecarMode (whose head container only follows the job) and in K8sJobMode, where the submitter pod
+// following the job then fails and the submitter Job would start another that submits again. Each attempt is submitted once: the lost one fails with a message that says so, and
+// backoffLimit runs a second attempt on a new cluster, which completes.
+func TestRayJobHeadReplacedMidJob(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	submitters := watchCreations(t, ns, &batchv1.JobList{})
+	failures := watchFailedAttempts(t, ns)
+	player := playSubmitters(t, ns)
+	var jobs []*rayv1.RayJob
+	modes := map[string]rayv1.JobSubmissionMode{"lost-http": rayv1.HTTPMode, "lost-k8s": rayv1.K8sJobMode, "lost-sidecar": rayv1.SidecarMode}
+	for name, mode := range modes {
+		spec := rayJob(t, ns, name, mode, func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) })
+		dash.plan(spec.Spec.Entrypoint, jobPlan{runFor: 6 * time.Second, outcome: rayv1.JobStatusSucceeded})
+		jobs = append(jobs, createJob(t, spec))
+	}
+	first := map[string]rayv1.RayJobStatus{}
+	for _, job := range jobs {
+		g.Eventually(func(g Gomega) {
+			first[job.Name] = getJob(g, job).Status
+			g.Expect(first[job.Name].JobStatus).To(Equal(rayv1.JobStatusRunning))
+		}, jobTimeout, poll).Should(Succeed())
+	}
+	for _, job := range jobs {
+		st := first[job.Name]
+		head := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: names.HeadPod(st.RayClusterName)}, head)).To(Succeed())
+		g.Expect(k8s.Delete(context.Background(), head)).To(Succeed())
+		dash.forget(st.JobId)
+		g.Eventually(func(g Gomega) {
+			replaced := &corev1.Pod{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: head.Name}, replaced)).To(Succeed())
+			g.Expect(replaced.UID).NotTo(Equal(head.UID), "the Advanced StatefulSet replaces the head")
+		}, readyTimeout, poll).Should(Succeed())
+	}
+	for _, job := range jobs {
+		cur := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)
+		st, was := cur.Status, first[job.Name]
+		g.Expect(st.Failed).To(Equal(ptr.To[int32](1)), "%s: the lost attempt failed", job.Name)
+		g.Expect(st.Succeeded).To(Equal(ptr.To[int32](1)), "%s: the second attempt succeeded", job.Name)
+		g.Expect(st.RayClusterName).NotTo(Equal(was.RayClusterName), "%s: the retry runs on a new cluster", job.Name)
+		for _, id := range []string{was.JobId, st.JobId} {
+			accepted, _, _ := dash.counts(id)
+			g.Expect(accepted).To(Equal(1), "%s: submissions of %s", job.Name, id)
+		}
+		g.Expect(dash.acceptedWithPrefix(job.Name+"-")).To(HaveLen(2), "%s: one submission per attempt", job.Name)
+		msgs := failures.of(job.Name)
+		g.Expect(msgs).To(HaveLen(1), "%s: failed attempts", job.Name)
+		g.Expect(strings.Contains(msgs[0], "is no longer on RayCluster") || strings.Contains(msgs[0], "was restarted")).To(BeTrue(),
+			"%s: the failure says the cluster lost the job: %q", job.Name, msgs[0])
+		t.Logf("%s: the lost attempt failed with %q", job.Name, msgs[0])
+	}
+	g.Expect(clusters.created()).To(HaveLen(2*len(modes)), "two clusters per RayJob, one per attempt")
+	g.Expect(submitters.created()).To(ConsistOf("lost-k8s", "lost-k8s"), "one submitter Job per K8sJobMode attempt")
+	g.Expect(player.errors()).To(BeEmpty())
+}
