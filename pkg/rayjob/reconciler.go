@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -29,6 +30,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/names"
 )
 
@@ -96,6 +98,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	job := &rayv1.RayJob{}
 	if err := r.Cache.Get(ctx, req.NamespacedName, job); err != nil {
 		r.failures.record(req.NamespacedName, false)
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetJob(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	if m := job.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
@@ -147,6 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if statusStored {
 		events = append(d.Events, events...)
+		observeMetrics(job, d.Status, o.Now)
 	}
 	for _, e := range events {
 		r.Recorder.Event(job, e.Type, e.Reason, e.Message)
@@ -155,6 +161,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, actErr
 	}
 	return res, nil
+}
+
+// observeMetrics records KubeRay's RayJob series for the status stored from job's: its deployment status and,
+// when an attempt has just ended (a terminal status or Retrying), how long it ran.
+func observeMetrics(job *rayv1.RayJob, stored rayv1.RayJobStatus, now time.Time) {
+	uid := string(job.UID)
+	metrics.ObserveJob(job.Namespace, job.Name, uid, string(stored.JobDeploymentStatus))
+	before, after := job.Status.JobDeploymentStatus, stored.JobDeploymentStatus
+	if rayv1.IsJobDeploymentTerminal(before) || (!rayv1.IsJobDeploymentTerminal(after) && after != rayv1.JobDeploymentStatusRetrying) ||
+		before == after || stored.StartTime == nil {
+		return
+	}
+	metrics.ObserveJobExecution(job.Namespace, job.Name, uid, string(after), int(ptr.Deref(job.Status.Failed, 0)), now.Sub(stored.StartTime.Time))
 }
 
 // observe reads what Next decides from: the cluster, the submitter and, while the job runs, the dashboard.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -429,7 +431,9 @@ func TestTerminalStatusIsStoredBeforeCleanup(t *testing.T) {
 // backoffLimit runs a new attempt on a new cluster. The accepted submission is stored as PENDING at once, so
 // even a head lost before the first poll is recognised.
 func TestHTTPModeJobLostWithItsHeadFailsTheAttempt(t *testing.T) {
-	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) }))
+	job := newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) })
+	job.Finalizers, job.UID = nil, "lost-uid" // its own UID: the metrics below are process-wide
+	e := newEnv(t, job)
 	e.steps(6)
 	first := e.job("train").Status
 	if e.dash.accepted != 1 || first.JobStatus != rayv1.JobStatusPending {
@@ -449,6 +453,53 @@ func TestHTTPModeJobLostWithItsHeadFailsTheAttempt(t *testing.T) {
 	if e.dash.accepted != 2 || e.count(writetest.Create, "RayCluster") != 2 {
 		t.Errorf("accepted %d, clusters %d: want one submission and one cluster per attempt", e.dash.accepted, e.count(writetest.Create, "RayCluster"))
 	}
+	e.dash.set(second.JobId, rayv1.JobStatusSucceeded)
+	e.steps(2)
+	uid := string(e.job("train").UID)
+	want := map[string]bool{
+		"kuberay_job_info{name=train,namespace=ns,uid=" + uid + "}":                                                                    true,
+		"kuberay_job_deployment_status{deployment_status=Complete,name=train,namespace=ns,uid=" + uid + "}":                            true,
+		"kuberay_job_execution_duration_seconds{job_deployment_status=Retrying,name=train,namespace=ns,retry_count=0,uid=" + uid + "}": true,
+		"kuberay_job_execution_duration_seconds{job_deployment_status=Complete,name=train,namespace=ns,retry_count=1,uid=" + uid + "}": true,
+	}
+	got := jobSeries(t, uid)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("KubeRay's RayJob series (-want +got):\n%s", diff)
+	}
+	if err := e.api.Delete(context.Background(), e.job("train")); err != nil {
+		t.Fatal(err)
+	}
+	e.steps(2)
+	if got := jobSeries(t, uid); len(got) != 0 {
+		t.Errorf("series of a deleted RayJob: %v", got)
+	}
+}
+
+// jobSeries is every kuberay_job_* series labelled with uid, as "name{label=value,...}".
+func jobSeries(t *testing.T, uid string) map[string]bool {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "kuberay_job_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			mine := false
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+				mine = mine || (l.GetName() == "uid" && l.GetValue() == uid)
+			}
+			if mine {
+				out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = true
+			}
+		}
+	}
+	return out
 }
 
 // drainEvents returns the reasons of the events recorded so far.
