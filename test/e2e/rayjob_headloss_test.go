@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +57,8 @@ func (f *failedAttempts) of(name string) []string {
 }
 
 // A Ray head restarted without GCS fault tolerance forgets its jobs. Here the head pod of a running job is
-// deleted (the Advanced StatefulSet makes a new one) and the dashboard forgets the job, in HTTPMode, in
+// deleted (the Advanced StatefulSet makes a new one), the dashboard forgets the job and does not answer
+// until the new head is up, in HTTPMode, in
 // SidecarMode (whose head container only follows the job) and in K8sJobMode, where the submitter pod
 // following the job then fails and the submitter Job would start another that submits again. Each attempt is submitted once: the lost one fails with a message that says so, and
 // backoffLimit runs a second attempt on a new cluster, which completes.
@@ -84,6 +84,10 @@ func TestRayJobHeadReplacedMidJob(t *testing.T) {
 			g.Expect(first[job.Name].JobStatus).To(Equal(rayv1.JobStatusRunning))
 		}, jobTimeout, poll).Should(Succeed())
 	}
+	// The new heads' dashboards answer only once Ray has started: until then kray cannot hear that the jobs
+	// are gone, and only K8sJobMode, whose submitter records the head it was made for, sees the new head.
+	dash.setDown(true)
+	t.Cleanup(func() { dash.setDown(false) })
 	for _, job := range jobs {
 		st := first[job.Name]
 		head := &corev1.Pod{}
@@ -96,6 +100,11 @@ func TestRayJobHeadReplacedMidJob(t *testing.T) {
 			g.Expect(replaced.UID).NotTo(Equal(head.UID), "the Advanced StatefulSet replaces the head")
 		}, readyTimeout, poll).Should(Succeed())
 	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(failures.of("lost-k8s")).NotTo(BeEmpty())
+	}, readyTimeout, poll).Should(Succeed(), "K8sJobMode fails the attempt on the new head alone")
+	g.Expect(failures.of("lost-http")).To(BeEmpty(), "HTTPMode cannot know before the dashboard answers")
+	dash.setDown(false)
 	for _, job := range jobs {
 		cur := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)
 		st, was := cur.Status, first[job.Name]
@@ -109,8 +118,11 @@ func TestRayJobHeadReplacedMidJob(t *testing.T) {
 		g.Expect(dash.acceptedWithPrefix(job.Name+"-")).To(HaveLen(2), "%s: one submission per attempt", job.Name)
 		msgs := failures.of(job.Name)
 		g.Expect(msgs).To(HaveLen(1), "%s: failed attempts", job.Name)
-		g.Expect(strings.Contains(msgs[0], "is no longer on RayCluster") || strings.Contains(msgs[0], "was restarted")).To(BeTrue(),
-			"%s: the failure says the cluster lost the job: %q", job.Name, msgs[0])
+		want := "is no longer on RayCluster " + ns + "/" + was.RayClusterName // the dashboard's 404
+		if job.Spec.SubmissionMode == rayv1.K8sJobMode {
+			want = "The Ray head of RayCluster " + ns + "/" + was.RayClusterName + " was restarted"
+		}
+		g.Expect(msgs[0]).To(ContainSubstring(want), "%s: the failure says the cluster lost the job", job.Name)
 		t.Logf("%s: the lost attempt failed with %q", job.Name, msgs[0])
 	}
 	g.Expect(clusters.created()).To(HaveLen(2*len(modes)), "two clusters per RayJob, one per attempt")
