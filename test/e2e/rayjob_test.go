@@ -187,6 +187,9 @@ func (p *submitterPlayer) step(ctx context.Context, ns string) {
 			continue
 		}
 		id, entrypoint, err := submitterJobOf(ctx, pod)
+		if apierrors.IsNotFound(err) {
+			continue // its Job was deleted: the pod is going, with its container
+		}
 		if err != nil {
 			p.fail(err)
 			continue
