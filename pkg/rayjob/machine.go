@@ -15,6 +15,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -489,10 +490,12 @@ func lost(o Observed, d *Decision) bool {
 }
 
 // headIncarnations are the head incarnation a K8sJobMode submitter still following the job was made for, and
-// the head's incarnation now; both empty when there is no such submitter or no head pod to compare.
+// the head's incarnation now; both empty when there is no such submitter or no head pod to compare, or when
+// the cluster has GCS fault tolerance, whose restarted head keeps its jobs (the dashboard then says how the
+// job fared).
 func headIncarnations(o Observed) (was, now string) {
 	sub := o.Submitter
-	if !submitterJobMode(o.Job) || sub == nil || o.Head == nil || submitterFinished(sub) {
+	if !submitterJobMode(o.Job) || sub == nil || o.Head == nil || submitterFinished(sub) || spec.FTEnabled(o.Cluster) {
 		return "", ""
 	}
 	was = sub.Annotations[AnnotationSubmittedOnHead]

@@ -340,6 +340,8 @@ func TestRunningK8sJobMode(t *testing.T) {
 		// head is the head pod observed (default: the incarnation the submitter was made for); noHead: none.
 		head   *corev1.Pod
 		noHead bool
+		// ft turns GCS fault tolerance on.
+		ft bool
 	}{
 		{name: "job ended, submitter still following logs", sub: submitterJob(job, "", t0), info: succeeded, now: t0,
 			want: rayv1.JobDeploymentStatusRunning},
@@ -371,6 +373,8 @@ func TestRunningK8sJobMode(t *testing.T) {
 			infoErr: dashboard.ErrNotFound, now: t0, want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed},
 		{name: "the lost job's submitter was deleted: not recreated", reported: rayv1.JobStatusRunning,
 			infoErr: dashboard.ErrNotFound, now: t0, want: rayv1.JobDeploymentStatusFailed, wantReason: rayv1.AppFailed},
+		{name: "GCS fault tolerance: a new head keeps the job, the dashboard decides", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusRunning,
+			info: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, head: headPod(rc, "new-uid", 0), ft: true, now: t0, want: rayv1.JobDeploymentStatusRunning},
 		{name: "head pod being replaced: wait", sub: submitterJob(job, "", t0), reported: rayv1.JobStatusRunning,
 			infoErr: errors.New("connection refused"), noHead: true, now: t0, want: rayv1.JobDeploymentStatusRunning},
 		{name: "head replaced after the submitter finished: nothing to guard", sub: submitterJob(job, batchv1.JobComplete, t0), info: succeeded,
@@ -387,7 +391,12 @@ func TestRunningK8sJobMode(t *testing.T) {
 			if tt.noHead {
 				head = nil
 			}
-			d := Next(Observed{Job: j, Cluster: rc, HeadService: HeadService(j, rc, builder.Options{}), Head: head, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
+			cluster := rc
+			if tt.ft {
+				cluster = rc.DeepCopy()
+				cluster.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{}
+			}
+			d := Next(Observed{Job: j, Cluster: cluster, HeadService: HeadService(j, rc, builder.Options{}), Head: head, Submitter: tt.sub, JobInfo: tt.info, JobInfoErr: tt.infoErr, Now: tt.now})
 			if d.Status.JobDeploymentStatus != tt.want || d.Status.Reason != tt.wantReason || (tt.wantMsg != "" && d.Status.Message != tt.wantMsg) {
 				t.Errorf("got %s %s %q, want %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message, tt.want, tt.wantReason, tt.wantMsg)
 			}
