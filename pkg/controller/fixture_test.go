@@ -13,6 +13,7 @@ import (
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,17 +91,55 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 	return e
 }
 
-// fakeAPI is a fake API server holding objs; like a real one, it gives every created object a UID.
+// fakeAPI is a fake API server holding objs; like a real one, it gives every created object a UID and bumps
+// a Kruise workload's metadata.generation when an update changes its spec, so that a status Kruise has not
+// caught up with (observedGeneration below generation) reads as such.
 func fakeAPI(objs ...client.Object) client.Client {
 	var uids atomic.Int64
 	return withIndexes(fake.NewClientBuilder().WithScheme(testScheme())).WithObjects(objs...).
 		WithStatusSubresource(&rayv1.RayCluster{}, &kruisev1alpha1.CloneSet{}, &kruisev1beta1.StatefulSet{}, &corev1.Pod{}).
-		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if obj.GetUID() == "" {
-				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids.Add(1))))
-			}
-			return c.Create(ctx, obj, opts...)
-		}}).Build()
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if obj.GetUID() == "" {
+					obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids.Add(1))))
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if err := bumpGeneration(ctx, c, obj); err != nil {
+					return err
+				}
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+}
+
+// bumpGeneration sets obj's generation to the stored one, plus one when obj is a Kruise workload whose spec
+// differs from the stored spec.
+func bumpGeneration(ctx context.Context, c client.Client, obj client.Object) error {
+	var stored, now any
+	switch o := obj.(type) {
+	case *kruisev1alpha1.CloneSet:
+		old := &kruisev1alpha1.CloneSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), old); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		stored, now = old.Spec, o.Spec
+		obj.SetGeneration(old.Generation)
+	case *kruisev1beta1.StatefulSet:
+		old := &kruisev1beta1.StatefulSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), old); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		stored, now = old.Spec, o.Spec
+		obj.SetGeneration(old.Generation)
+	default:
+		return nil
+	}
+	if !equality.Semantic.DeepEqual(stored, now) {
+		obj.SetGeneration(obj.GetGeneration() + 1)
+	}
+	return nil
 }
 
 // withIndexes gives a fake client the cache indexes that SetupWithManager registers.
@@ -216,9 +255,17 @@ func (e *env) pods(rc *rayv1.RayCluster) []string {
 // replicas, then reports the workload updated.
 func (e *env) playKruise(rc *rayv1.RayCluster) {
 	e.t.Helper()
+	e.playKruiseFor(rc)
+}
+
+// playKruiseFor is playKruise for only the workloads named (all when none is named): a rollout left
+// part-way, with the other workloads' pods and status as they were.
+func (e *env) playKruiseFor(rc *rayv1.RayCluster, workloads ...string) {
+	e.t.Helper()
 	ctx := context.Background()
+	plays := func(name string) bool { return len(workloads) == 0 || slices.Contains(workloads, name) }
 	sts := &kruisev1beta1.StatefulSet{}
-	if err := e.api.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadStatefulSet(rc.Name)}, sts); err == nil {
+	if err := e.api.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadStatefulSet(rc.Name)}, sts); err == nil && plays(sts.Name) {
 		rev := revision(sts)
 		e.ownPods(sts, "StatefulSet", sts.Spec.Template, rev, ptr.Deref(sts.Spec.Replicas, 1), nil, func(int) string { return names.HeadPod(rc.Name) })
 		sts = e.get(&kruisev1beta1.StatefulSet{}, sts.Name).(*kruisev1beta1.StatefulSet)
@@ -234,6 +281,9 @@ func (e *env) playKruise(rc *rayv1.RayCluster) {
 	}
 	for i := range sets.Items {
 		cs := &sets.Items[i]
+		if !plays(cs.Name) {
+			continue
+		}
 		rev := revision(cs)
 		e.ownPods(cs, "CloneSet", cs.Spec.Template, rev, ptr.Deref(cs.Spec.Replicas, 0), cs.Spec.ScaleStrategy.PodsToDelete, func(n int) string { return fmt.Sprintf("%s-%05d", cs.Name, n) })
 		cs = e.get(&kruisev1alpha1.CloneSet{}, cs.Name).(*kruisev1alpha1.CloneSet)
