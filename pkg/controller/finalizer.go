@@ -58,7 +58,7 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 	if !spec.FTRedis(rc) {
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
-	if timeout := redisCleanupTimeout(rc); time.Since(rc.DeletionTimestamp.Time) > timeout {
+	if timeout := redisCleanupTimeout(rc); r.clock().Sub(rc.DeletionTimestamp.Time) > timeout {
 		s.warn(constants.EventForceDeletedStuckCluster, "The Redis cleanup of %s/%s did not finish within %s; removed finalizer %s without it: delete the storage namespace %q from Redis by hand",
 			rc.Namespace, rc.Name, timeout, constants.FinalizerRedisCleanup, spec.ExternalStorageNamespace(rc))
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,5 +53,38 @@ func TestRedisCleanupFinalizer(t *testing.T) {
 	}
 	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventCreatedRedisCleanupJob) {
 		t.Errorf("events %v lack %s", got, constants.EventCreatedRedisCleanupJob)
+	}
+}
+
+// A cleanup that cannot run (here the head pod never goes) holds the RayCluster until the deletion timeout,
+// counted on the reconciler's clock from the deletion: then the finalizer is removed with a Warning.
+func TestRedisCleanupGivesUpAfterTheTimeout(t *testing.T) {
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+		rc.Annotations = map[string]string{constants.AnnotationGCSFTDeletionTimeout: "30"}
+	}).obj()
+	e := newEnv(t, rc)
+	e.mustReconcile(rc)
+	e.converge(rc)
+	ctx := context.Background()
+	if err := e.api.Delete(ctx, e.get(&rayv1.RayCluster{}, "c")); err != nil {
+		t.Fatal(err)
+	}
+	deleted := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).DeletionTimestamp.Time
+	e.r.Now = func() time.Time { return deleted.Add(29 * time.Second) }
+	e.mustReconcile(rc)
+	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); err != nil {
+		t.Fatalf("the RayCluster went before the timeout: %v", err)
+	}
+	if got := reasons(e.takeEvents()); slices.Contains(got, constants.EventForceDeletedStuckCluster) {
+		t.Fatalf("events %v: forced before the timeout", got)
+	}
+	e.r.Now = func() time.Time { return deleted.Add(31 * time.Second) }
+	e.mustReconcile(rc)
+	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the RayCluster is still held (%v) after the timeout", err)
+	}
+	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventForceDeletedStuckCluster) {
+		t.Errorf("events %v lack %s", got, constants.EventForceDeletedStuckCluster)
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -64,7 +66,9 @@ func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			clock := clocktesting.NewFakeClock(time.Now())
+			q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+				workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clock})
 			defer q.ShutDown()
 			old := tc.old
 			if old == nil {
@@ -78,10 +82,16 @@ func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 			if got := q.Len(); got != map[bool]int{true: 1, false: 0}[tc.atOnce] {
 				t.Fatalf("queue length right after the event: %d", got)
 			}
-			time.Sleep(200 * time.Millisecond)
 			want := 1
 			if tc.never {
 				want = 0
+			}
+			// The queue's own goroutine moves a delayed item in once the fake clock has passed its time: step
+			// the clock past the window until it has, without waiting on the wall clock; where nothing may
+			// come, step as many rounds as a delayed item could need, then look.
+			for i := 0; i < 1000 && (tc.never || q.Len() != want); i++ {
+				clock.Step(50 * time.Millisecond)
+				runtime.Gosched()
 			}
 			if got := q.Len(); got != want {
 				t.Fatalf("queue length after the batch window: %d, want %d", got, want)
