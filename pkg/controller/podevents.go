@@ -26,8 +26,8 @@ var unreadPodConditions = []corev1.PodConditionType{
 // the drain hook from PreparingNormal to Normal (the drain phases act on PreparingDelete pods, and on Normal
 // pods without the hook). Any other difference, including one in a field added later, matters.
 //
-// The two pods are compared in their protobuf encoding, which is deterministic (map keys sorted) and a third
-// of the cost of a reflective comparison; every pod update passes here. A value with two spellings (a
+// The two pods are compared in their protobuf encoding, which is deterministic (map keys sorted) and cheaper
+// than a reflective comparison (docs/design-notes.md gives the figures); every pod update passes here. A value with two spellings (a
 // quantity written "1" and "1000m") would count as a change, which costs a reconcile, never a missed one.
 func podChangeMatters(oldPod, newPod *corev1.Pod) bool {
 	a, errOld := readPart(oldPod).Marshal()

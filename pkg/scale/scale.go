@@ -1,5 +1,7 @@
-// Package scale decides a worker CloneSet's replicas and podsToDelete from the RayCluster's desired state
-// and a fresh list of the group's pods. It is pure; the controller reads, calls Plan, and writes once.
+// Package scale holds the pure decisions about a cluster's pods: a worker CloneSet's replicas and
+// podsToDelete from the RayCluster's desired state and a fresh list of the group's pods (Compute), which pods
+// are dead or exited under restartPolicy Never and must be deleted, and the replica labels of multi-host
+// groups. The controller reads, calls them, and writes.
 package scale
 
 import (
@@ -11,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Input is everything Plan needs; Pods must come from a fresh read, never from a guess.
+// Input is everything Compute needs; Pods must come from a fresh read, never from a guess.
 type Input struct {
 	// CloneSetUID identifies the pods this CloneSet controls.
 	CloneSetUID types.UID
