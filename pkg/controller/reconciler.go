@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -158,6 +159,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The finalizer comes first, before anything that holds Redis data exists.
 		// A finalizer write changes no generation, so the reconcile that creates the rest is requeued.
 		switch wrote, err := r.ensureFinalizer(ctx, rc); {
+		case namespaceGoing(err):
+			return ctrl.Result{}, nil
 		case err != nil:
 			return ctrl.Result{}, err
 		case wrote:
@@ -166,7 +169,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for _, w := range validation.Warnings(ext) {
 			s.warn(w.Reason, "%s", w.Message)
 		}
-		rejected, failures := splitRejected(r.runPhases(ctx, s))
+		errs := r.runPhases(ctx, s)
+		if slices.ContainsFunc(errs, namespaceGoing) {
+			// Every write into the namespace fails and the cluster goes with it: nothing to report or retry.
+			ctrl.LoggerFrom(ctx).V(1).Info("the RayCluster's namespace is being deleted or is gone; nothing more to do")
+			return ctrl.Result{}, nil
+		}
+		rejected, failures := splitRejected(errs)
 		if rejected != nil {
 			obs.InvalidSpec, obs.InvalidReason = rejected, constants.ReasonRejectedByAdmission
 			s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, rejected)
@@ -241,6 +250,23 @@ func (r *Reconciler) runPhase(ctx context.Context, s *state, p phase) error {
 	err := p.run(ctx, s)
 	metrics.ObservePhase(p.name, time.Since(start), err)
 	return err
+}
+
+// namespaceGoing reports whether err says that the namespace written to is being deleted (Forbidden, cause
+// NamespaceTerminating) or no longer exists (NotFound for the namespace itself, not for an object in it).
+func namespaceGoing(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Kind == "namespaces"
 }
 
 // splitRejected separates the errors that refuse the spec itself (admission) from the others, joining each.
