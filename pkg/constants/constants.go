@@ -78,6 +78,9 @@ const (
 	// AnnotationDrainStarted on a worker pod is when kray first asked Ray to drain its node (RFC 3339); the
 	// drain timeout counts from it, across operator restarts.
 	AnnotationDrainStarted = "kray.io/drain-started"
+	// AnnotationHeadDisruptionBudget "true" on a RayCluster asks for a PodDisruptionBudget that keeps its
+	// ready head from being evicted; any other value makes the spec invalid.
+	AnnotationHeadDisruptionBudget = "kray.io/head-disruption-budget"
 )
 
 // FinalizerRedisCleanup holds a Redis GCS fault tolerant cluster until its Redis data is deleted.
@@ -188,6 +191,10 @@ const (
 	EventUpdatedIngress                = "UpdatedIngress"
 	EventFailedToCreateIngress         = "FailedToCreateIngress"
 	EventFailedToUpdateIngress         = "FailedToUpdateIngress"
+	EventCreatedPDB                    = "CreatedPodDisruptionBudget"
+	EventUpdatedPDB                    = "UpdatedPodDisruptionBudget"
+	EventDeletedPDB                    = "DeletedPodDisruptionBudget"
+	EventFailedToWritePDB              = "FailedToWritePodDisruptionBudget"
 	EventCreatedSecret                 = "CreatedSecret"
 	EventFailedToCreateSecret          = "FailedToCreateSecret"
 	EventCreatedPVC                    = "CreatedPVC"

@@ -73,6 +73,7 @@ const (
 	phaseHeadStatefulSet  = "head-statefulset"
 	phaseWorkerCloneSets  = "worker-clonesets"
 	phaseIngress          = "ingress"
+	phaseHeadPDB          = "head-disruption-budget"
 	phaseHeadService      = "head-service"
 	phaseHeadlessService  = "headless-worker-service"
 	phaseServeService     = "serve-service"
@@ -106,6 +107,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
+		{name: phaseHeadPDB, run: r.reconcileHeadDisruptionBudget, needs: pre, creates: true},
 		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
 		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre, creates: true},
 		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},

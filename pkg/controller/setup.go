@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -41,6 +42,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -54,7 +56,9 @@ import (
 // read one by one by name (get: never listed, watched or cached) only while a worker of a cluster with token
 // auth waits for its drain, whose GCS call must carry the token; get is cluster-wide because the Secret's
 // name comes from the RayCluster's spec. PVCs (the embedded GCS store) are created; Ingresses created and
-// kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read. RayCluster patch also
+// kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read; the head's
+// PodDisruptionBudget created, kept to the spec and deleted (only the one the RayCluster controls) while and
+// once kray.io/head-disruption-budget asks for it. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
 // and raycluster verbs itself (it does: get/list/watch on pods; patch on pods and pods/resize and
 // rayclusters below).
@@ -76,6 +80,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.Service{}:               {Label: sel.Label},
 			&corev1.PersistentVolumeClaim{}: {Label: sel.Label},
 			&networkingv1.Ingress{}:         {Label: sel.Label},
+			&policyv1.PodDisruptionBudget{}: {Label: sel.Label},
 			&batchv1.Job{}:                  {Label: sel.Label},
 			&corev1.ServiceAccount{}:        {Label: sel.Label},
 			&rbacv1.Role{}:                  {Label: sel.Label},
@@ -141,6 +146,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 		Watches(&kruisev1beta1.StatefulSet{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Watches(&corev1.Service{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Owns(&networkingv1.Ingress{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headLossAtOnce: true}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).

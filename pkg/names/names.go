@@ -69,6 +69,11 @@ func HeadIngress(cluster string) string {
 	return Shorten(cluster+"-head-ingress", MaxObjectName)
 }
 
+// HeadDisruptionBudget is the PodDisruptionBudget of the head, "<cluster>-head-pdb".
+func HeadDisruptionBudget(cluster string) string {
+	return Shorten(cluster+"-head-pdb", MaxObjectName)
+}
+
 // ServeService is the Service in front of Ray Serve on every pod, "<cluster>-serve-svc".
 func ServeService(cluster string) string {
 	return Shorten(cluster+"-serve-svc", MaxObjectName)

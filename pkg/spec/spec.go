@@ -160,3 +160,9 @@ func K8sTokenAuth(rc *rayv1.RayCluster) bool {
 func EffectiveSuspend(rc *rayv1.RayCluster) bool {
 	return ClusterSuspended(rc) || meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.RayClusterSuspending))
 }
+
+// HeadDisruptionBudget reports whether rc asks for a disruption budget on its head
+// (kray.io/head-disruption-budget: "true").
+func HeadDisruptionBudget(rc *rayv1.RayCluster) bool {
+	return rc.Annotations[constants.AnnotationHeadDisruptionBudget] == "true"
+}

@@ -91,7 +91,18 @@ func Spec(rc *rayv1.RayCluster) error {
 	if err := authRules(rc); err != nil {
 		return err
 	}
+	if err := krayAnnotations(rc); err != nil {
+		return err
+	}
 	return unsupportedRules(rc)
+}
+
+// krayAnnotations checks the values of kray's switch annotations on the RayCluster.
+func krayAnnotations(rc *rayv1.RayCluster) error {
+	if v, ok := rc.Annotations[constants.AnnotationHeadDisruptionBudget]; ok && v != "true" {
+		return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", constants.AnnotationHeadDisruptionBudget, v)
+	}
+	return nil
 }
 
 func groupParams(group string, params, resources map[string]string) error {

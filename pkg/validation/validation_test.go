@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 func cluster(mutate ...func(*rayv1.RayCluster)) *rayv1.RayCluster {
@@ -42,6 +43,12 @@ func TestSpec(t *testing.T) {
 		wantErr string
 	}{
 		{"valid", cluster(), ""},
+		{"head disruption budget", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationHeadDisruptionBudget: "true"}
+		}), ""},
+		{"head disruption budget not true", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationHeadDisruptionBudget: "yes"}
+		}), `annotation kray.io/head-disruption-budget must be "true" or absent, got "yes"`},
 		{"head without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.Template.Spec.Containers = nil }), "headGroupSpec should have at least one container"},
 		{"worker without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers = nil }), "workerGroupSpec should have at least one container"},
 		{"duplicate groups", cluster(func(rc *rayv1.RayCluster) {
