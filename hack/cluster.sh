@@ -17,7 +17,7 @@
 #                       CloneSet and Advanced StatefulSet writes are rejected while it is down).
 #   start-kruise        start kruise-manager and wait until it is ready.
 #   restart-kruise      stop-kruise, then start-kruise.
-#   restart-apiserver   stop kube-apiserver and start it again on the same etcd data (a control-plane blip).
+#   restart-apiserver   stop kube-apiserver (and kube-controller-manager) and start them again on the same etcd data.
 #   start-kueue         start the real Kueue manager (KUEUE_VERSION, built on demand) out of cluster with its
 #                       Ray integrations and no webhook configuration, and wait until it is ready.
 #   stop-kueue          stop Kueue (its CRDs and objects stay). `down` stops it too.
@@ -281,8 +281,6 @@ cmd_start_kruise() {
   log "kruise-manager ready"
 }
 
-# cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
-# blip for fault tests): every client's watches break and must resume.
 cmd_start_kueue() {
   require_commands
   require_apiserver
@@ -299,18 +297,25 @@ cmd_stop_kueue() {
   stop_processes kueue
 }
 
+# cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
+# blip for fault tests): every client's watches break and must resume. kube-controller-manager is down
+# meanwhile: a restarted apiserver serves the built-in APIs a moment before the CRD groups are in discovery,
+# and a namespace deletion resumed in that moment finds no RayCluster or CloneSet to delete and removes the
+# namespace over them, orphaning them in etcd. It starts again once /readyz says discovery is complete.
 cmd_restart_apiserver() {
   require_commands
   lock_state
-  stop_processes kube-apiserver
+  stop_processes kube-controller-manager kube-apiserver
   local deadline=$((SECONDS + STOP_TIMEOUT))
-  while port_in_use "${APISERVER_PORT}"; do
-    ((SECONDS < deadline)) || die "kube-apiserver port still in use ${STOP_TIMEOUT}s after it stopped"
+  while port_in_use "${APISERVER_PORT}" || port_in_use "${CONTROLLER_MANAGER_PORT}"; do
+    ((SECONDS < deadline)) || die "kube-apiserver or kube-controller-manager port still in use ${STOP_TIMEOUT}s after they stopped"
     sleep 0.1
   done
   start_kube_apiserver
   ready_kube_apiserver
-  log "kube-apiserver restarted"
+  start_kube_controller_manager
+  ready_kube_controller_manager
+  log "kube-apiserver restarted (kube-controller-manager with it)"
 }
 
 cmd_kubeconfig_for_sa() {
