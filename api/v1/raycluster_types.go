@@ -257,8 +257,8 @@ type RayClusterStatus struct {
 	// ObservedGeneration is the metadata.generation that this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// UpdateProgress reports, per group (the head as "headgroup"), how many pods run the current spec
-	// (a kray extension).
+	// UpdateProgress reports, for each group (the head as "headgroup") whose pods do not all run the current
+	// spec yet, how many do (a kray extension); an up-to-date group is not listed.
 	// +listType=map
 	// +listMapKey=groupName
 	// +optional

@@ -33,17 +33,21 @@ func CloneSetUpdated(cs *kruisev1alpha1.CloneSet) bool {
 		cs.Status.UpdatedReplicas >= target && cs.Status.UpdatedReadyReplicas >= target
 }
 
-// setUpdateProgress reports each group's update progress, the head first and then the worker groups in spec
-// order, and the PodsUpToDate condition: False, with a reason saying why, while some pod runs an older spec.
-// The counts come from the pods of this reconcile, against the revision Kruise updates to, so that they
-// agree with the ready worker counts beside them (Kruise's own status counts lag behind the pods).
+// setUpdateProgress reports the update progress of each group whose pods do not all run the current spec
+// yet, the head first and then the worker groups in spec order, and the PodsUpToDate condition: False, with a
+// reason saying why, while some pod runs an older spec. A group that is up to date, and so every group of a
+// cluster being created, is not listed: a new cluster's pods coming up change no progress. The counts come
+// from the pods of this reconcile, against the revision Kruise updates to, so that they agree with the ready
+// worker counts beside them (Kruise's own status counts lag behind the pods).
 func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Observed) {
 	var progress []rayv1.GroupUpdateProgress
 	var behind []string
+	workloads := 0
 	if sts := obs.HeadSet; sts != nil {
+		workloads++
 		p := groupProgress(constants.HeadGroupName, constants.NodeTypeHead, obs.Pods, sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1))
-		progress = append(progress, p)
 		if podsBehind(sts.Generation, sts.Status.ObservedGeneration, p) {
+			progress = append(progress, p)
 			behind = append(behind, describeProgress(p))
 		}
 	}
@@ -57,14 +61,15 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 		if !ok {
 			continue
 		}
+		workloads++
 		p := groupProgress(group, constants.NodeTypeWorker, obs.Pods, cs.Status.UpdateRevision, cs.Status.ExpectedUpdatedReplicas)
-		progress = append(progress, p)
 		if podsBehind(cs.Generation, cs.Status.ObservedGeneration, p) {
+			progress = append(progress, p)
 			behind = append(behind, describeProgress(p))
 		}
 	}
 	st.UpdateProgress = progress
-	if len(progress) == 0 {
+	if workloads == 0 {
 		return
 	}
 	if len(behind) == 0 {

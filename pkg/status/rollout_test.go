@@ -89,8 +89,7 @@ func TestUpdateProgressAndCondition(t *testing.T) {
 		HeadSet:   withRevision(headSet(1, 1, 1, 1), "rc-head-new"),
 		CloneSets: []kruisev1alpha1.CloneSet{*withRevision(ptr.To(cloneSet("g", 2, 2, 2, 2, 1, 1)), "rc-g-worker-new")}}
 	st := Compute(rc, obs)
-	want := []rayv1.GroupUpdateProgress{
-		{GroupName: constants.HeadGroupName, Replicas: 1, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 1},
+	want := []rayv1.GroupUpdateProgress{ // the head is up to date: only the group still rolling is listed
 		{GroupName: "g", Replicas: 2, UpdatedReplicas: 1, UpdatedReadyReplicas: 1, TargetReplicas: 2},
 	}
 	if diff := cmp.Diff(want, st.UpdateProgress); diff != "" {
@@ -111,8 +110,36 @@ func TestUpdateProgressAndCondition(t *testing.T) {
 		}
 	}
 	obs.Pods = atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-new")
-	if c := meta.FindStatusCondition(Compute(rc, obs).Conditions, constants.ConditionPodsUpToDate); c == nil || c.Status != metav1.ConditionTrue {
+	done := Compute(rc, obs)
+	if c := meta.FindStatusCondition(done.Conditions, constants.ConditionPodsUpToDate); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("PodsUpToDate = %+v, want True", c)
+	}
+	if done.UpdateProgress != nil {
+		t.Errorf("UpdateProgress %+v once every pod is up to date, want none", done.UpdateProgress)
+	}
+}
+
+// A cluster being created is not being updated: its pods coming up, before and after Kruise reports on its
+// workloads, list no progress, so they cost no status write for it.
+func TestNewClusterListsNoProgress(t *testing.T) {
+	rc := cluster()
+	head, workers := headSet(1, 1, 1, 1), cloneSet("g", 2, 2, 2, 2, 2, 2)
+	for name, pods := range map[string][]corev1.Pod{
+		"no pod yet":    nil,
+		"head up":       atRevisions("rc-head-new"),
+		"all up":        atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-new"),
+		"one not ready": append(atRevisions("rc-head-new", "rc-g-worker-new"), revPod("w9", constants.NodeTypeWorker, "g", "rc-g-worker-new", false)),
+	} {
+		for _, reported := range []bool{false, true} {
+			h, w := *head, workers
+			if !reported {
+				h.Status.ObservedGeneration, w.Status.ObservedGeneration = 0, 0
+			}
+			obs := Observed{Pods: pods, Now: now, HeadSet: withRevision(&h, "rc-head-new"), CloneSets: []kruisev1alpha1.CloneSet{*withRevision(&w, "rc-g-worker-new")}}
+			if got := Compute(rc, obs).UpdateProgress; got != nil {
+				t.Errorf("%s (Kruise reported: %t): UpdateProgress %+v, want none", name, reported, got)
+			}
+		}
 	}
 }
 
