@@ -46,7 +46,7 @@
 #   KRAY_SERVICE_CIDR=10.96.0.0/16  KRAY_POD_CIDR=10.244.0.1/16
 #   KRAY_WAIT_TIMEOUT=60 (seconds per readiness wait)  KRAY_STOP_TIMEOUT=10  KRAY_PURGE=0
 #   KRAY_KRUISE_PROFILE=recommended  kruise-manager's settings: recommended (KRUISE_RECOMMENDED_ARGS below, the
-#       ones the README gives for a Kruise that serves kray; measured in docs/benchmarks.md) or defaults
+#       ones docs/operations.md gives for a Kruise that serves kray; measured in docs/benchmarks.md) or defaults
 #       (Kruise v1.8's own: --rest-config-qps=30 --rest-config-burst=50, no alpha gate)
 #   KRAY_KRUISE_POD_WEBHOOK=true  Kruise's PodWebhook gate, on as in a default Kruise install: every pod create,
 #       update (not status), deletion and eviction passes through kruise-manager's webhooks; false turns it off
