@@ -50,6 +50,8 @@
 #       (Kruise v1.8's own: --rest-config-qps=30 --rest-config-burst=50, no alpha gate)
 #   KRAY_KRUISE_POD_WEBHOOK=true  Kruise's PodWebhook gate, on as in a default Kruise install: every pod create,
 #       update (not status), deletion and eviction passes through kruise-manager's webhooks; false turns it off
+#   KRAY_KRUISE_IMAGE_PULLING=true  Kruise's image pulling gates (KruiseDaemon, ImagePullJobGate,
+#       PreDownloadImageForInPlaceUpdate), for kray.io/image-prepull; false runs KruiseDaemon=false as before
 #   KRAY_KRUISE_EXTRA_ARGS, KRAY_APISERVER_EXTRA_ARGS  extra flags, split on whitespace
 #   KRAY_POD_START_DELAY_MS=0  KRAY_POD_START_JITTER_MS=0
 #       a realistic pod start: kwok makes a pod Running after DELAY +- JITTER milliseconds (uniform) instead of
@@ -88,6 +90,7 @@ WAIT_TIMEOUT="${KRAY_WAIT_TIMEOUT:-60}"
 STOP_TIMEOUT="${KRAY_STOP_TIMEOUT:-10}"
 KRUISE_PROFILE="${KRAY_KRUISE_PROFILE:-recommended}"
 KRUISE_POD_WEBHOOK="${KRAY_KRUISE_POD_WEBHOOK:-true}"
+KRUISE_IMAGE_PULLING="${KRAY_KRUISE_IMAGE_PULLING:-true}"
 # kruise-manager flags kray recommends: a client rate that keeps up with a cluster's worth of pod writes (each
 # CloneSet pod costs three), and CloneSet's event filter, which drops pod status updates that change nothing
 # the CloneSet reads (label changes, such as a released drain hook, always pass).

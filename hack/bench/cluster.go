@@ -57,6 +57,7 @@ func newLocalCluster(cfg config, operator string) *localCluster {
 	env["KRAY_WAIT_TIMEOUT"] = envOr("KRAY_WAIT_TIMEOUT", "120")
 	env["KRAY_KRUISE_PROFILE"] = cfg.KruiseProfile
 	env["KRAY_KRUISE_POD_WEBHOOK"] = strconv.FormatBool(cfg.KruisePodWebhook)
+	env["KRAY_KRUISE_IMAGE_PULLING"] = "false" // no scenario pulls images; kept off as in every earlier run
 	env["KRAY_POD_START_DELAY_MS"] = strconv.FormatInt(cfg.PodStartDelay.Milliseconds(), 10)
 	env["KRAY_POD_START_JITTER_MS"] = strconv.FormatInt(cfg.PodStartJitter.Milliseconds(), 10)
 	return &localCluster{root: cfg.Root, env: env}

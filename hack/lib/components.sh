@@ -173,6 +173,14 @@ start_kruise_manager() {
   esac
   [[ "${KRUISE_POD_WEBHOOK}" == true || "${KRUISE_POD_WEBHOOK}" == false ]] ||
     die "KRAY_KRUISE_POD_WEBHOOK must be true or false, not '${KRUISE_POD_WEBHOOK}'"
+  local gates="PodWebhook=${KRUISE_POD_WEBHOOK}"
+  case "${KRUISE_IMAGE_PULLING}" in
+    # The manager's side of image pulling (NodeImages, ImagePullJobs, CloneSet pre-download); no kruise-daemon
+    # runs on kwok nodes, so no image is pulled: tests play the daemon's part on the NodeImages.
+    true) gates+=",KruiseDaemon=true,ImagePullJobGate=true,PreDownloadImageForInPlaceUpdate=true" ;;
+    false) gates+=",KruiseDaemon=false" ;;
+    *) die "KRAY_KRUISE_IMAGE_PULLING must be true or false, not '${KRUISE_IMAGE_PULLING}'" ;;
+  esac
   start_process kruise-manager \
     WEBHOOK_HOST=127.0.0.1 \
     WEBHOOK_PORT="${KRUISE_WEBHOOK_PORT}" \
@@ -182,7 +190,7 @@ start_kruise_manager() {
     -- \
     --kubeconfig="${KUBECONFIG_DIR}/kruise-manager.kubeconfig" \
     --enable-leader-election=false \
-    --feature-gates="PodWebhook=${KRUISE_POD_WEBHOOK},KruiseDaemon=false" \
+    --feature-gates="${gates}" \
     --protection-log-path="${KRUISE_DIR}/protection-log" \
     --metrics-addr="127.0.0.1:${KRUISE_METRICS_PORT}" \
     --health-probe-addr="127.0.0.1:${KRUISE_HEALTH_PORT}" \

@@ -80,13 +80,16 @@ EOF
   printf '%s' "${out}"
 }
 
-# ensure_kruise_prerequisites creates namespace kruise-system and both webhook configurations when absent;
-# kruise-manager exits after 20 s when a configuration is missing, and only ever updates them.
+# ensure_kruise_prerequisites creates namespaces kruise-system and kruise-daemon-config (where Kruise's chart
+# keeps the image pull secrets of ImagePullJobs; the ImagePullJob controller fails without it) and both webhook
+# configurations when absent; kruise-manager exits after 20 s when a configuration is missing, and only ever
+# updates them.
 ensure_kruise_prerequisites() {
   local webhooks file="${MANIFEST_DIR}/kruise-prerequisites.yaml"
   webhooks="$(render_kruise_webhooks)"
   {
     printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kruise-system\n---\n'
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kruise-daemon-config\n---\n'
     cat "${webhooks}"
   } >"${file}"
   create_if_absent "${file}"

@@ -81,6 +81,9 @@ const (
 	// AnnotationHeadDisruptionBudget "true" on a RayCluster asks for a PodDisruptionBudget that keeps its
 	// ready head from being evicted; any other value makes the spec invalid.
 	AnnotationHeadDisruptionBudget = "kray.io/head-disruption-budget"
+	// AnnotationImagePrepull "true" on a RayCluster asks for Kruise ImagePullJobs that keep its Ray images
+	// pulled on the nodes its groups can run on; any other value makes the spec invalid.
+	AnnotationImagePrepull = "kray.io/image-prepull"
 )
 
 // FinalizerRedisCleanup holds a Redis GCS fault tolerant cluster until its Redis data is deleted.
@@ -195,6 +198,9 @@ const (
 	EventUpdatedPDB                    = "UpdatedPodDisruptionBudget"
 	EventDeletedPDB                    = "DeletedPodDisruptionBudget"
 	EventFailedToWritePDB              = "FailedToWritePodDisruptionBudget"
+	EventCreatedImagePullJob           = "CreatedImagePullJob"
+	EventDeletedImagePullJob           = "DeletedImagePullJob"
+	EventFailedToWriteImagePullJob     = "FailedToWriteImagePullJob"
 	EventCreatedSecret                 = "CreatedSecret"
 	EventFailedToCreateSecret          = "FailedToCreateSecret"
 	EventCreatedPVC                    = "CreatedPVC"

@@ -74,6 +74,7 @@ const (
 	phaseWorkerCloneSets  = "worker-clonesets"
 	phaseIngress          = "ingress"
 	phaseHeadPDB          = "head-disruption-budget"
+	phaseImagePrepull     = "image-prepull"
 	phaseHeadService      = "head-service"
 	phaseHeadlessService  = "headless-worker-service"
 	phaseServeService     = "serve-service"
@@ -108,6 +109,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
 		{name: phaseHeadPDB, run: r.reconcileHeadDisruptionBudget, needs: pre, creates: true},
+		{name: phaseImagePrepull, run: r.reconcileImagePrepull, needs: pre, creates: true},
 		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
 		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre, creates: true},
 		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},

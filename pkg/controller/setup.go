@@ -43,6 +43,7 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -58,7 +59,8 @@ import (
 // name comes from the RayCluster's spec. PVCs (the embedded GCS store) are created; Ingresses created and
 // kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read; the head's
 // PodDisruptionBudget created, kept to the spec and deleted (only the one the RayCluster controls) while and
-// once kray.io/head-disruption-budget asks for it. RayCluster patch also
+// once kray.io/head-disruption-budget asks for it; Kruise ImagePullJobs created and deleted (only those the
+// RayCluster controls) while and once kray.io/image-prepull asks for them. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
 // and raycluster verbs itself (it does: get/list/watch on pods; patch on pods and pods/resize and
 // rayclusters below).
@@ -81,6 +83,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.PersistentVolumeClaim{}: {Label: sel.Label},
 			&networkingv1.Ingress{}:         {Label: sel.Label},
 			&policyv1.PodDisruptionBudget{}: {Label: sel.Label},
+			&kruisev1alpha1.ImagePullJob{}:  {Label: sel.Label},
 			&batchv1.Job{}:                  {Label: sel.Label},
 			&corev1.ServiceAccount{}:        {Label: sel.Label},
 			&rbacv1.Role{}:                  {Label: sel.Label},
@@ -147,6 +150,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 		Watches(&corev1.Service{}, clusterHandler{batch: opts.WorkerPodBatch}).
 		Owns(&networkingv1.Ingress{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&kruisev1alpha1.ImagePullJob{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, clusterHandler{batch: opts.WorkerPodBatch, headLossAtOnce: true}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).

@@ -74,6 +74,12 @@ func HeadDisruptionBudget(cluster string) string {
 	return Shorten(cluster+"-head-pdb", MaxObjectName)
 }
 
+// ImagePullJob is the ImagePullJob of one image and node selector of a cluster, "<cluster>-prepull-<key>",
+// key naming the image and selector.
+func ImagePullJob(cluster, key string) string {
+	return Shorten(cluster+"-prepull-"+key, MaxObjectName)
+}
+
 // ServeService is the Service in front of Ray Serve on every pod, "<cluster>-serve-svc".
 func ServeService(cluster string) string {
 	return Shorten(cluster+"-serve-svc", MaxObjectName)

@@ -166,3 +166,9 @@ func EffectiveSuspend(rc *rayv1.RayCluster) bool {
 func HeadDisruptionBudget(rc *rayv1.RayCluster) bool {
 	return rc.Annotations[constants.AnnotationHeadDisruptionBudget] == "true"
 }
+
+// ImagePrepull reports whether rc asks for its Ray images to be kept pulled on its nodes
+// (kray.io/image-prepull: "true").
+func ImagePrepull(rc *rayv1.RayCluster) bool {
+	return rc.Annotations[constants.AnnotationImagePrepull] == "true"
+}

@@ -99,8 +99,10 @@ func Spec(rc *rayv1.RayCluster) error {
 
 // krayAnnotations checks the values of kray's switch annotations on the RayCluster.
 func krayAnnotations(rc *rayv1.RayCluster) error {
-	if v, ok := rc.Annotations[constants.AnnotationHeadDisruptionBudget]; ok && v != "true" {
-		return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", constants.AnnotationHeadDisruptionBudget, v)
+	for _, key := range []string{constants.AnnotationHeadDisruptionBudget, constants.AnnotationImagePrepull} {
+		if v, ok := rc.Annotations[key]; ok && v != "true" {
+			return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", key, v)
+		}
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ func TestSpec(t *testing.T) {
 		{"head disruption budget not true", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationHeadDisruptionBudget: "yes"}
 		}), `annotation kray.io/head-disruption-budget must be "true" or absent, got "yes"`},
+		{"image prepull not true", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "on"}
+		}), `annotation kray.io/image-prepull must be "true" or absent, got "on"`},
 		{"head without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.Template.Spec.Containers = nil }), "headGroupSpec should have at least one container"},
 		{"worker without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers = nil }), "workerGroupSpec should have at least one container"},
 		{"duplicate groups", cluster(func(rc *rayv1.RayCluster) {
