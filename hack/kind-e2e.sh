@@ -16,8 +16,8 @@
 #                                       the only Deployment image in config/default whose name contains
 #                                       "kray" or "controller"
 #   KRAY_KRUISE_FEATURE_GATES=PodWebhook=true,KruiseDaemon=false
-#                                       the same gates as the local cluster (hack/cluster.sh): no pod
-#                                       webhooks in the way of every pod create, no kruise-daemon DaemonSet
+#                                       no kruise-daemon DaemonSet; the tests of image pre-pull run only
+#                                       when the gates add KruiseDaemon=true and ImagePullJobGate=true
 #   KRAY_E2E_TIMEOUT=30m  KRAY_E2E_GO_TEST_ARGS (extra `go test` arguments, split on whitespace)
 #   KIND_NODE_IMAGE, KRUISE_VERSION     from hack/versions.env unless set
 #
@@ -182,7 +182,11 @@ run_e2e() {
   log "running the e2e suite (timeout ${E2E_TIMEOUT})"
   (
     cd "${ROOT}"
-    KUBECONFIG="${KUBECONFIG_FILE}" KRAY_E2E_OPERATOR=external \
+    local pulling=false
+    if [[ ",${KRUISE_FEATURE_GATES}," == *",ImagePullJobGate=true,"* && ",${KRUISE_FEATURE_GATES}," == *",KruiseDaemon=true,"* ]]; then
+      pulling=true
+    fi
+    KUBECONFIG="${KUBECONFIG_FILE}" KRAY_E2E_OPERATOR=external KRAY_KRUISE_IMAGE_PULLING="${pulling}" \
       go test ./test/e2e/... -v -timeout "${E2E_TIMEOUT}" "${extra[@]}"
   )
 }
