@@ -79,15 +79,18 @@ func count(m map[string]string, v string) int {
 }
 
 // Kruise's WorkloadSpread, applied as in config/samples/kruise, spreads a kray worker group over spot and
-// on-demand nodes, and kray's scaling does not fight it: at most one worker on on-demand, the others on spot;
-// a scale-down that names no pod removes a spot worker; a named removal (the autoscaler's) removes exactly
-// the named pod and nothing else; a scale-up refills the on-demand subset first.
+// on-demand nodes, and kray's scaling, its drain hook and its rolling upgrades do not fight it: at most one
+// worker on on-demand, the others on spot; a scale-down that names no pod drains and removes a spot worker; a
+// named removal (the autoscaler's) drains and removes exactly the named pod and nothing else; a scale-up
+// refills the on-demand subset first; an in-place image upgrade keeps every worker on its node.
 func TestWorkloadSpreadOverSpotAndOnDemand(t *testing.T) {
 	if os.Getenv("KRAY_KRUISE_POD_WEBHOOK") == "false" {
 		t.Skip("WorkloadSpread needs Kruise's PodWebhook gate")
 	}
+	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
+	gcs.setDrainTime(ns, 500*time.Millisecond)
 	labelNodes(t)
 	data, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "kruise", "workloadspread.spot-on-demand.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -99,6 +102,8 @@ func TestWorkloadSpreadOverSpotAndOnDemand(t *testing.T) {
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
 	g.Expect(sample.Name + "-" + sample.Spec.WorkerGroupSpecs[0].GroupName + "-worker").To(Equal(ws.Spec.TargetReference.Name))
 	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](4)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	sample.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
 	rc := create(t, sample)
 	waitReady(t, rc, 4)
 	group := sample.Spec.WorkerGroupSpecs[0].GroupName
@@ -107,6 +112,7 @@ func TestWorkloadSpreadOverSpotAndOnDemand(t *testing.T) {
 	g.Expect(count(placed, "spot")).To(Equal(3), "placement %v", placed)
 
 	// A scale-down that names no pod: Kruise chooses, and a spot worker goes.
+	four := uids(workerPods(g, rc, group))
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
 	var onDemand string
 	g.Eventually(func(g Gomega) {
@@ -122,6 +128,12 @@ func TestWorkloadSpreadOverSpotAndOnDemand(t *testing.T) {
 
 	// A named removal, as the autoscaler writes it: exactly that pod goes, even though it is on-demand.
 	before := uids(workerPods(g, rc, group))
+	var spotGone string
+	for name := range four {
+		if _, ok := before[name]; !ok {
+			spotGone = name
+		}
+	}
 	update(t, rc, func(c *rayv1.RayCluster) {
 		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](2)
 		c.Spec.WorkerGroupSpecs[0].ScaleStrategy.WorkersToDelete = []string{onDemand}
@@ -144,6 +156,23 @@ func TestWorkloadSpreadOverSpotAndOnDemand(t *testing.T) {
 		placed := capacityOf(g, workerPods(g, rc, group))
 		g.Expect(placed).To(HaveLen(4))
 		g.Expect(count(placed, "on-demand")).To(Equal(1), "placement %v", placed)
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(spotGone, onDemand), "each removed worker was drained first, and only those")
+
+	// An in-place image upgrade: the same pods on the same nodes, in the same subsets.
+	nodes := map[string]string{}
+	for _, p := range workerPods(g, rc, group) {
+		nodes[p.Name] = p.Spec.NodeName
+	}
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage })
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, group)
+		g.Expect(pods).To(HaveLen(4))
+		for _, p := range pods {
+			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s not updated", p.Name)
+			g.Expect(p.Spec.NodeName).To(Equal(nodes[p.Name]), "pod %s moved", p.Name)
+		}
+		g.Expect(count(capacityOf(g, pods), "on-demand")).To(Equal(1))
 	}, readyTimeout, poll).Should(Succeed())
 	created, deleted := ledger.counts(t, rc)
 	g.Expect([]int{created, deleted}).To(Equal([]int{1 + 4 + 2, 2}), "pods created and deleted: only those the scaling asked for")
