@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/apierror"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
@@ -163,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The finalizer comes first, before anything that holds Redis data exists.
 		// A finalizer write changes no generation, so the reconcile that creates the rest is requeued.
 		switch wrote, err := r.ensureFinalizer(ctx, rc); {
-		case namespaceGoing(err):
+		case apierror.NamespaceGoing(err):
 			return ctrl.Result{}, nil
 		case err != nil:
 			return ctrl.Result{}, err
@@ -174,7 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			s.warn(w.Reason, "%s", w.Message)
 		}
 		errs := r.runPhases(ctx, s)
-		if slices.ContainsFunc(errs, namespaceGoing) {
+		if slices.ContainsFunc(errs, apierror.NamespaceGoing) {
 			// Every write into the namespace fails and the cluster goes with it: nothing to report or retry.
 			ctrl.LoggerFrom(ctx).V(1).Info("the RayCluster's namespace is being deleted or is gone; nothing more to do")
 			return ctrl.Result{}, nil
@@ -254,23 +254,6 @@ func (r *Reconciler) runPhase(ctx context.Context, s *state, p phase) error {
 	err := p.run(ctx, s)
 	metrics.ObservePhase(p.name, time.Since(start), err)
 	return err
-}
-
-// namespaceGoing reports whether err says that the namespace written to is being deleted (Forbidden, cause
-// NamespaceTerminating) or no longer exists (NotFound for the namespace itself, not for an object in it).
-func namespaceGoing(err error) bool {
-	if err == nil {
-		return false
-	}
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return true
-	}
-	var st apierrors.APIStatus
-	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
-		return false
-	}
-	d := st.Status().Details
-	return d != nil && d.Kind == "namespaces"
 }
 
 // splitRejected separates the errors that refuse the spec itself (admission) from the others, joining each.

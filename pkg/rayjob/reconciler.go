@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/apierror"
 	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -123,6 +124,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Events about the actions are recorded whatever happens to the status write, because the writes
 	// happened; the decision's own events (a refused spec) only once the status that says so is stored.
 	out := r.act(ctx, job, d)
+	if apierror.NamespaceGoing(out.err) {
+		// The RayJob goes with its namespace: nothing to report or retry.
+		return reconcile.Result{}, nil
+	}
 	events, actErr := out.events, out.err
 	if out.submitted && d.Status.JobStatus == rayv1.JobStatusNew {
 		// Ray holds an accepted submission as PENDING; storing that makes a later 404 a lost job, never a

@@ -627,3 +627,25 @@ func TestFailingDashboardBacksOffPerRayJob(t *testing.T) {
 		t.Errorf("dashboard back: requeue %s, want %s", res.RequeueAfter, PollInterval)
 	}
 }
+
+// A RayJob whose namespace is being deleted goes with it: a create refused for that reason is neither an
+// error nor a status change.
+func TestNamespaceGoingAwayIsNotAFailure(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(2) // the finalizer, then the names
+	terminating := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+		Message: "unable to create new content in namespace ns because it is being terminated",
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}}}}
+	e.writer.Fail(writetest.Create, "RayCluster", "", terminating)
+	before, writes := e.job("train").Status, e.count(writetest.Status, "RayJob")
+	res, err := e.reconciler().Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "train"}})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("Reconcile: %+v, %v; want no error and no retry", res, err)
+	}
+	if e.count(writetest.Create, "RayCluster") != 1 {
+		t.Fatalf("the create this test is about was not tried")
+	}
+	if after := e.job("train").Status; after.JobDeploymentStatus != before.JobDeploymentStatus || e.count(writetest.Status, "RayJob") != writes {
+		t.Errorf("status %s after %d status writes; want %s and no new write", after.JobDeploymentStatus, e.count(writetest.Status, "RayJob")-writes, before.JobDeploymentStatus)
+	}
+}
