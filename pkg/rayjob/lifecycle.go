@@ -321,13 +321,16 @@ func endAsReported(d *Decision) {
 }
 
 // submitterFinished reports whether the submitter Job has completed or failed.
-func submitterFinished(sub *batchv1.Job) bool {
-	for _, c := range sub.Status.Conditions {
+func submitterFinished(sub *batchv1.Job) bool { return finishedCondition(sub) != nil }
+
+// finishedCondition is the submitter Job's Complete or Failed condition that holds, nil while it runs.
+func finishedCondition(sub *batchv1.Job) *batchv1.JobCondition {
+	for i, c := range sub.Status.Conditions {
 		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			return true
+			return &sub.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // pollAfter is when a running job's dashboard is read next after failures reads in a row failed:
@@ -358,23 +361,20 @@ func submitter(o Observed, d *Decision) (*metav1.Time, bool) {
 	if sub == nil {
 		return nil, !createSubmitter(o, d, st.DashboardURL)
 	}
-	var finishedAt *metav1.Time
-	for _, c := range sub.Status.Conditions {
-		if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
-			continue
-		}
-		t := c.LastTransitionTime
-		finishedAt = &t
-		if c.Type == batchv1.JobFailed {
-			if st.JobStatus == rayv1.JobStatusFailed {
-				failJob(d, rayv1.AppFailed, st.Message)
-			} else {
-				failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Job submission has failed. Reason: %s. Message: %s", c.Reason, c.Message))
-			}
-			return finishedAt, true
-		}
+	c := finishedCondition(sub)
+	if c == nil {
+		return nil, false
 	}
-	return finishedAt, false
+	finishedAt := c.LastTransitionTime.DeepCopy()
+	if c.Type != batchv1.JobFailed {
+		return finishedAt, false
+	}
+	if st.JobStatus == rayv1.JobStatusFailed {
+		failJob(d, rayv1.AppFailed, st.Message)
+	} else {
+		failJob(d, rayv1.SubmissionFailed, fmt.Sprintf("Job submission has failed. Reason: %s. Message: %s", c.Reason, c.Message))
+	}
+	return finishedAt, true
 }
 
 // tearDown deletes the attempt's cluster (only one created for the RayJob) and submitter, and once both are

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/record"
@@ -202,7 +201,7 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 	sub := &batchv1.Job{}
 	switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Name}, sub); {
 	case err == nil:
-		if ref := metav1.GetControllerOf(sub); ref != nil && ref.UID == job.UID {
+		if ownedBy(sub, job) {
 			o.Submitter = sub
 		}
 	case !apierrors.IsNotFound(err):
