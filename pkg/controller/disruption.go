@@ -51,17 +51,6 @@ func (r *Reconciler) deleteHeadDisruptionBudget(ctx context.Context, s *state, l
 	case err != nil:
 		return fmt.Errorf("read PodDisruptionBudget %s: %w", key.Name, err)
 	}
-	if !ownedBy(live, s.rc) || live.DeletionTimestamp != nil {
-		return nil
-	}
-	switch err := r.Writer.Delete(ctx, live, client.Preconditions{UID: &live.UID}); {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		s.warn(constants.EventFailedToWritePDB, "Failed to delete PodDisruptionBudget %s/%s: %v", live.Namespace, live.Name, err)
-		return fmt.Errorf("delete PodDisruptionBudget %s: %w", live.Name, err)
-	}
-	s.normal(constants.EventDeletedPDB, "Deleted PodDisruptionBudget %s/%s: the RayCluster no longer asks for it (%s)",
-		live.Namespace, live.Name, constants.AnnotationHeadDisruptionBudget)
-	return nil
+	return r.deleteUnwanted(ctx, s, live, "PodDisruptionBudget", constants.EventDeletedPDB, constants.EventFailedToWritePDB,
+		"the RayCluster no longer asks for it ("+constants.AnnotationHeadDisruptionBudget+")")
 }

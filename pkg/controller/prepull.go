@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
@@ -29,17 +28,11 @@ func (r *Reconciler) reconcileImagePrepull(ctx context.Context, s *state) error 
 	}
 	for i := range live.Items {
 		job := &live.Items[i]
-		if wanted[job.Name] || !ownedBy(job, s.rc) || job.DeletionTimestamp != nil {
+		if wanted[job.Name] {
 			continue
 		}
-		switch err := r.Writer.Delete(ctx, job, client.Preconditions{UID: &job.UID}); {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			s.warn(constants.EventFailedToWriteImagePullJob, "Failed to delete ImagePullJob %s/%s: %v", job.Namespace, job.Name, err)
-			errs = append(errs, fmt.Errorf("delete ImagePullJob %s: %w", job.Name, err))
-		default:
-			s.normal(constants.EventDeletedImagePullJob, "Deleted ImagePullJob %s/%s of image %s: the RayCluster no longer asks for it", job.Namespace, job.Name, job.Spec.Image)
-		}
+		errs = append(errs, r.deleteUnwanted(ctx, s, job, "ImagePullJob", constants.EventDeletedImagePullJob, constants.EventFailedToWriteImagePullJob,
+			"the RayCluster no longer asks for image "+job.Spec.Image+" to be pulled"))
 	}
 	return errors.Join(errs...)
 }

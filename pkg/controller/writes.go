@@ -116,6 +116,25 @@ func (r *Reconciler) deletePod(ctx context.Context, obj client.Object) error {
 	return err
 }
 
+// deleteUnwanted deletes obj, an object of kind that the cluster no longer asks for (why says so), when the
+// RayCluster controls it and it is not already going; the UID precondition spares a replacement of the same
+// name. It queues the deleted event, or the failed one with the returned error.
+func (r *Reconciler) deleteUnwanted(ctx context.Context, s *state, obj client.Object, kind, deleted, failed, why string) error {
+	if !ownedBy(obj, s.rc) || obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	uid := obj.GetUID()
+	switch err := r.Writer.Delete(ctx, obj, client.Preconditions{UID: &uid}); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		s.warn(failed, "Failed to delete %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("delete %s %s: %w", kind, obj.GetName(), err)
+	default:
+		s.normal(deleted, "Deleted %s %s/%s: %s", kind, obj.GetNamespace(), obj.GetName(), why)
+	}
+	return nil
+}
+
 // ownedBy reports whether rc is obj's controller; kray never adopts or changes objects it does not own.
 func ownedBy(obj metav1.Object, rc *rayv1.RayCluster) bool {
 	ref := metav1.GetControllerOf(obj)
