@@ -73,6 +73,9 @@ const (
 	AnnotationIngressClass = "kubernetes.io/ingress.class"
 	// AnnotationSpecHash on a workload holds the hash of the spec kray last wrote, so unchanged specs are not rewritten.
 	AnnotationSpecHash = "kray.io/spec-hash"
+	// AnnotationSpecGeneration on a workload is the generation of the write that set its kray.io/spec-hash
+	// (absent: the one it was created with), so a replicas change is not taken for a new template.
+	AnnotationSpecGeneration = "kray.io/spec-generation"
 	// AnnotationRestartPolicy records the restartPolicy the user asked for when kray had to render Always for Kruise.
 	AnnotationRestartPolicy = "kray.io/requested-restart-policy"
 	// AnnotationDrainStarted on a worker pod is when kray first asked Ray to drain its node (RFC 3339); the

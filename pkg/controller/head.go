@@ -45,7 +45,9 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 		fresh.Spec.Replicas = desired.Spec.Replicas
 		fresh.Spec.Template = desired.Spec.Template
 		fresh.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
-		setAnnotation(fresh, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
+		if fresh.Annotations[constants.AnnotationSpecHash] != desired.Annotations[constants.AnnotationSpecHash] {
+			setSpecHash(fresh, desired)
+		}
 		return true, nil
 	})
 	if err != nil {

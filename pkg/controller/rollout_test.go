@@ -1,12 +1,17 @@
 package controller
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"testing"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
 
@@ -51,6 +56,9 @@ func TestWorkerTemplateChangeReachesTheCloneSet(t *testing.T) {
 			if after.Annotations["kray.io/spec-hash"] == before.Annotations["kray.io/spec-hash"] {
 				t.Errorf("spec hash unchanged: the template change was not seen")
 			}
+			if got, want := after.Annotations[constants.AnnotationSpecGeneration], strconv.FormatInt(after.Generation, 10); got != want {
+				t.Errorf("spec generation %q after the template write, want the CloneSet's generation %s", got, want)
+			}
 		})
 	}
 }
@@ -87,5 +95,44 @@ func TestRollingUpdateHoldsLaterGroupsUntilEarlierOnesAreDone(t *testing.T) {
 	if second := e.cloneSet(rc, "second"); second.Spec.UpdateStrategy.Paused || second.Spec.Template.Spec.Containers[0].Image != newImage {
 		t.Errorf("after the first group finished: second paused %t image %s, want rolling to %s",
 			second.Spec.UpdateStrategy.Paused, second.Spec.Template.Spec.Containers[0].Image, newImage)
+	}
+}
+
+// cloneSetWrites returns the writes to CloneSets among writes.
+func cloneSetWrites(writes []string) []string {
+	var out []string
+	for _, w := range writes {
+		if strings.Contains(w, " CloneSet/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// A RollingUpdate holds only groups that have pods to update: creating a cluster while its head comes up,
+// or a head pod that is not ready after a restart, pauses no CloneSet and so writes none (a pause and its
+// release would each be a CloneSet write and a generation Kruise must catch up with).
+func TestRollingUpdateHoldsNothingWithoutAnUpdate(t *testing.T) {
+	rc := cluster("c").group("first", 2).group("second", 2).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.mustReconcile(rc)
+	if got := cloneSetWrites(e.mustReconcile(rc)); len(got) != 0 {
+		t.Errorf("a new cluster whose head is not ready yet: CloneSet writes %v, want none", got)
+	}
+	e.converge(rc)
+	sts := e.get(&kruisev1beta1.StatefulSet{}, names.HeadStatefulSet(rc.Name)).(*kruisev1beta1.StatefulSet)
+	sts.Status.ReadyReplicas, sts.Status.UpdatedReadyReplicas = 0, 0
+	if err := e.api.Status().Update(context.Background(), sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := cloneSetWrites(e.mustReconcile(rc)); len(got) != 0 {
+		t.Errorf("the head pod restarting: CloneSet writes %v, want none", got)
+	}
+	for _, group := range []string{"first", "second"} {
+		if e.cloneSet(rc, group).Spec.UpdateStrategy.Paused {
+			t.Errorf("group %s paused without an update", group)
+		}
 	}
 }

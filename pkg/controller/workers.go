@@ -15,6 +15,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/status"
@@ -34,9 +35,9 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 	var errs []error
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
-		desired := builder.WorkerCloneSet(s.effective, group, r.Options, s.rolloutHeld)
+		live := s.children.cloneSet(names.WorkerCloneSet(s.rc.Name, group.GroupName))
+		desired := r.desiredCloneSet(s, group, live)
 		wanted[desired.Name] = true
-		live := s.children.cloneSet(desired.Name)
 		if live != nil {
 			s.holdRolloutUnless(status.CloneSetUpdated(live), live, desired)
 		}
@@ -53,12 +54,24 @@ func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
 	groups := s.effective.Spec.WorkerGroupSpecs
 	errs := s.inCopies(len(groups), func(i int, own *state) error {
 		group := &groups[i]
-		if err := r.reconcileWorkerGroup(ctx, own, group, nil, builder.WorkerCloneSet(own.effective, group, r.Options, own.rolloutHeld)); err != nil {
+		if err := r.reconcileWorkerGroup(ctx, own, group, nil, r.desiredCloneSet(own, group, nil)); err != nil {
 			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
 		}
 		return nil
 	})
 	return errors.Join(errs...)
+}
+
+// desiredCloneSet is the CloneSet kray wants for group, given its live one (nil when missing). A held
+// RollingUpdate pauses only a group that has pods to update: one whose CloneSet is missing (its pods will be
+// new) or already runs the group's current spec unpaused is left as it is, so that creating a cluster or a
+// restart of an earlier group's pod writes nothing to it.
+func (r *Reconciler) desiredCloneSet(s *state, group *rayv1.WorkerGroupSpec, live *kruisev1alpha1.CloneSet) *kruisev1alpha1.CloneSet {
+	free := builder.WorkerCloneSet(s.effective, group, r.Options, false)
+	if !s.rolloutHeld || live == nil || live.Annotations[constants.AnnotationSpecHash] == free.Annotations[constants.AnnotationSpecHash] {
+		return free
+	}
+	return builder.WorkerCloneSet(s.effective, group, r.Options, true)
 }
 
 // reconcileWorkerGroup creates the group's CloneSet when live is nil, else updates its template, replicas
@@ -99,7 +112,7 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 			fresh.Spec.Template = desired.Spec.Template
 			fresh.Spec.UpdateStrategy = desired.Spec.UpdateStrategy
 			fresh.Spec.Lifecycle = desired.Spec.Lifecycle
-			setAnnotation(fresh, constants.AnnotationSpecHash, desired.Annotations[constants.AnnotationSpecHash])
+			setSpecHash(fresh, desired)
 		}
 		fresh.Spec.Replicas = ptr.To(plan.Replicas)
 		fresh.Spec.ScaleStrategy.PodsToDelete = plan.PodsToDelete

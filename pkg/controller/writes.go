@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // Writer is every kind of write kray makes to the API server. The reconciler writes only through it, so
@@ -164,6 +166,13 @@ func (r *Reconciler) patchPodMeta(ctx context.Context, namespace, name string, m
 }
 
 // setAnnotation sets one annotation on obj.
+// setSpecHash puts desired's spec hash on fresh, the workload read for an update that writes desired's spec,
+// with the generation that update will have: the API server raises a generation by one per spec change.
+func setSpecHash(fresh, desired client.Object) {
+	setAnnotation(fresh, constants.AnnotationSpecHash, desired.GetAnnotations()[constants.AnnotationSpecHash])
+	setAnnotation(fresh, constants.AnnotationSpecGeneration, strconv.FormatInt(fresh.GetGeneration()+1, 10))
+}
+
 func setAnnotation(obj client.Object, key, value string) {
 	a := obj.GetAnnotations()
 	if a == nil {

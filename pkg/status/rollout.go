@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -46,7 +47,7 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 	if sts := obs.HeadSet; sts != nil {
 		workloads++
 		p := groupProgress(constants.HeadGroupName, constants.NodeTypeHead, obs.Pods, sts.Status.UpdateRevision, ptr.Deref(sts.Spec.Replicas, 1))
-		if podsBehind(sts.Generation, sts.Status.ObservedGeneration, p) {
+		if podsBehind(specGeneration(sts), sts.Status.ObservedGeneration, p) {
 			progress = append(progress, p)
 			behind = append(behind, describeProgress(p))
 		}
@@ -63,7 +64,7 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 		}
 		workloads++
 		p := groupProgress(group, constants.NodeTypeWorker, obs.Pods, cs.Status.UpdateRevision, cs.Status.ExpectedUpdatedReplicas)
-		if podsBehind(cs.Generation, cs.Status.ObservedGeneration, p) {
+		if podsBehind(specGeneration(cs), cs.Status.ObservedGeneration, p) {
 			progress = append(progress, p)
 			behind = append(behind, describeProgress(p))
 		}
@@ -87,16 +88,27 @@ func setUpdateProgress(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 }
 
 // podsBehind reports whether some of a workload's pods run an older spec than the workload's own: Kruise has
-// observed an earlier spec but not yet the latest one of a workload that has pods, or fewer pods are updated
-// than the existing pods it means to update (a partition keeps the others). Creating a cluster is not an
-// update: the pods of a workload Kruise has not reported on yet come from its only spec, and a new pod that
-// is not ready yet is not behind. (HeadSetUpdated and CloneSetUpdated, which also wait for readiness, decide
-// when a rolling update moves on to the next group.)
-func podsBehind(generation, observed int64, p rayv1.GroupUpdateProgress) bool {
+// observed an earlier spec but not yet the one kray last wrote (specGeneration) of a workload that has pods,
+// or fewer pods are updated than the existing pods it means to update (a partition keeps the others).
+// Creating a cluster or scaling a group is not an update: the pods of a workload Kruise has not reported on
+// yet come from its only spec, a replicas change leaves the template as it was, and a new pod that is not
+// ready yet is not behind. (HeadSetUpdated and CloneSetUpdated, which also wait for readiness, decide when a
+// rolling update moves on to the next group.)
+func podsBehind(specGeneration, observed int64, p rayv1.GroupUpdateProgress) bool {
 	if observed == 0 {
 		return false
 	}
-	return (observed < generation && p.Replicas > 0) || p.UpdatedReplicas < min(p.Replicas, p.TargetReplicas)
+	return (observed < specGeneration && p.Replicas > 0) || p.UpdatedReplicas < min(p.Replicas, p.TargetReplicas)
+}
+
+// specGeneration is the generation of the write that gave w the spec kray last wrote: its
+// kray.io/spec-generation annotation, 1 (its creation) without one, never above its generation.
+func specGeneration(w metav1.Object) int64 {
+	g, err := strconv.ParseInt(w.GetAnnotations()[constants.AnnotationSpecGeneration], 10, 64)
+	if err != nil || g < 1 {
+		g = 1
+	}
+	return min(g, w.GetGeneration())
 }
 
 // groupProgress counts a group's live pods (not ended, not being deleted), those of them at updateRevision,

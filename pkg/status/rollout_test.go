@@ -205,3 +205,32 @@ func TestCreationIsNotAnUpdate(t *testing.T) {
 		}
 	}
 }
+
+// A workload Kruise has not caught up with is behind only when kray's last write to it changed its spec
+// (kray.io/spec-generation); a replicas change, which also raises the generation, leaves the pods on their
+// spec, and an annotation above the generation (a write that changed no spec) counts as the generation.
+func TestUnobservedWriteIsBehindOnlyForANewSpec(t *testing.T) {
+	rc := cluster()
+	pods := atRevisions("rc-head-new", "rc-g-worker-new", "rc-g-worker-new")
+	for _, tc := range []struct {
+		name           string
+		specGeneration string
+		behind         bool
+	}{
+		{"created, then scaled", "", false},
+		{"a new template, then scaled", "3", false},
+		{"a new template not observed", "4", true},
+		{"an annotation above the generation", "9", true},
+		{"a malformed annotation", "x", false},
+	} {
+		cs := cloneSet("g", 4, 3, 2, 2, 2, 2)
+		if tc.specGeneration != "" {
+			cs.Annotations = map[string]string{constants.AnnotationSpecGeneration: tc.specGeneration}
+		}
+		obs := Observed{Pods: pods, Now: now, HeadSet: withRevision(headSet(1, 1, 1, 1), "rc-head-new"),
+			CloneSets: []kruisev1alpha1.CloneSet{*withRevision(&cs, "rc-g-worker-new")}}
+		if got := Compute(rc, obs).UpdateProgress != nil; got != tc.behind {
+			t.Errorf("%s: listed %t, want %t", tc.name, got, tc.behind)
+		}
+	}
+}
