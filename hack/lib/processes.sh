@@ -8,13 +8,18 @@ pid_file() { printf '%s/%s.pid' "${RUN_DIR}" "$1"; }
 # is_running NAME succeeds when NAME's PID file names a live (non-zombie) process running NAME's binary.
 # Checking the executable guards against a recycled PID.
 is_running() {
-  local file pid argv0 state
+  local file pid argv argv0 state
   file="$(pid_file "$1")"
   [[ -f "${file}" ]] || return 1
   pid="$(<"${file}")"
   [[ "${pid}" =~ ^[0-9]+$ && -r "/proc/${pid}/cmdline" ]] || return 1
-  argv0="$(tr '\0' '\n' <"/proc/${pid}/cmdline" 2>/dev/null | head -n1)" || return 1
-  [[ "$(basename -- "${argv0}")" == "$(basename -- "${BINARY[$1]}")" ]] || return 1
+  # Between the PID file and the exec, the process is still the launching shell (or the LAUNCHER), with
+  # the binary among its arguments; that counts as running too.
+  argv="$(tr '\0' '\n' <"/proc/${pid}/cmdline" 2>/dev/null)" || return 1
+  argv0="$(basename -- "${argv%%$'\n'*}")"
+  if [[ "${argv0}" != "$(basename -- "${BINARY[$1]}")" ]]; then
+    [[ "${argv0}" =~ ^(bash|env|$(basename -- "${LAUNCHER[$1]:-bash}"))$ ]] && grep -qxF -- "${BINARY[$1]}" <<<"${argv}" || return 1
+  fi
   state="$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" || return 1
   [[ "${state}" != "Z" ]]
 }
