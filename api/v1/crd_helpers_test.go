@@ -34,10 +34,11 @@ const (
 	// kubeRayModule and kubeRayVersion pin the KubeRay release whose RayCluster API kray must accept.
 	kubeRayModule  = "github.com/ray-project/kuberay/ray-operator"
 	kubeRayVersion = "v1.5.0"
-	// rayClusterCRDPath and rayJobCRDPath are the CRDs' paths both inside KubeRay's module and inside this
-	// repository.
+	// rayClusterCRDPath, rayJobCRDPath and rayServiceCRDPath are the CRDs' paths both inside KubeRay's
+	// module and inside this repository.
 	rayClusterCRDPath = "config/crd/bases/ray.io_rayclusters.yaml"
 	rayJobCRDPath     = "config/crd/bases/ray.io_rayjobs.yaml"
+	rayServiceCRDPath = "config/crd/bases/ray.io_rayservices.yaml"
 )
 
 // kubeRayDir returns the directory of KubeRay's ray-operator module, downloading it if needed.

@@ -43,17 +43,24 @@ var stricterThanKubeRay = map[string][]string{
 	".spec.workerGroupSpecs[].numOfHosts":  {"minimum: 0"},
 }
 
-// rayJobStricterThanKubeRay is stricterThanKubeRay for the RayJob CRD: the RayCluster rules apply to the
-// embedded rayClusterSpec, whose cluster name the RayJob controller derives.
-var rayJobStricterThanKubeRay = func() map[string][]string {
+// rayJobStricterThanKubeRay and rayServiceStricterThanKubeRay are stricterThanKubeRay for the RayJob and
+// RayService CRDs: the RayCluster rules apply to the embedded cluster spec, whose cluster names the RayJob and
+// RayService controllers derive.
+var (
+	rayJobStricterThanKubeRay     = embeddedClusterRules(".spec.rayClusterSpec")
+	rayServiceStricterThanKubeRay = embeddedClusterRules(".spec.rayClusterConfig")
+)
+
+// embeddedClusterRules is stricterThanKubeRay's spec rules under the schema path of an embedded cluster spec.
+func embeddedClusterRules(at string) map[string][]string {
 	m := map[string][]string{}
 	for path, cs := range stricterThanKubeRay {
 		if strings.HasPrefix(path, ".spec") {
-			m[".spec.rayClusterSpec"+strings.TrimPrefix(path, ".spec")] = cs
+			m[at+strings.TrimPrefix(path, ".spec")] = cs
 		}
 	}
 	return m
-}()
+}
 
 // parityCRDs are the CRDs whose schema must accept everything KubeRay's accepts.
 var parityCRDs = []struct {
@@ -62,9 +69,10 @@ var parityCRDs = []struct {
 }{
 	{rayClusterCRDPath, stricterThanKubeRay},
 	{rayJobCRDPath, rayJobStricterThanKubeRay},
+	{rayServiceCRDPath, rayServiceStricterThanKubeRay},
 }
 
-// TestSchemaParityWithKubeRay checks, for the RayCluster and RayJob CRDs, that every field of KubeRay's v1
+// TestSchemaParityWithKubeRay checks, for the RayCluster, RayJob and RayService CRDs, that every field of KubeRay's v1
 // schema exists in kray's with the same type, default and list semantics, that kray accepts every enum value
 // and satisfies every CEL rule KubeRay declares, and that kray adds no constraint beyond the listed ones.
 func TestSchemaParityWithKubeRay(t *testing.T) {

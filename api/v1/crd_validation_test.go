@@ -320,8 +320,52 @@ var refusedRayJobSamples = map[string]error{}
 // samples and stores it as KubeRay's CRD would, and that kray's controller validation accepts it unless it
 // is a documented refusal.
 func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
-	ours, theirs := newCRValidator(t, ourCRDAt(t, rayJobCRDPath)), newCRValidator(t, kubeRayCRDAt(t, rayJobCRDPath))
-	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", "ray-job.*.yaml"))
+	seen := kubeRaySamplesAreAccepted(t, "ray-job.*.yaml", "RayJob", rayJobCRDPath, func(t *testing.T, file string, stored map[string]any) {
+		job := &rayv1.RayJob{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, job); err != nil {
+			t.Fatal(err)
+		}
+		if job.Name == "" {
+			job.Name = "from-generate-name" // the API server names it
+		}
+		// With KubeRay's RayJobDeletionPolicy gate on, as its deletionStrategy sample needs.
+		err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job, validation.RayJobOptions{DeletionPolicy: true}))
+		if want, refused := refusedRayJobSamples[file]; refused {
+			if !errors.Is(err, want) {
+				t.Errorf("kray's validation: %v, want the documented refusal %v", err, want)
+			}
+		} else if err != nil {
+			t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+		}
+	})
+	if seen < 15 {
+		t.Errorf("found only %d RayJobs in KubeRay's samples; the sample layout may have changed", seen)
+	}
+}
+
+// TestKubeRayRayServiceSamplesAreAccepted checks that kray's RayService CRD admits every RayService among
+// KubeRay's samples, stores it as KubeRay's CRD would, and that kray's controller validation accepts it.
+func TestKubeRayRayServiceSamplesAreAccepted(t *testing.T) {
+	seen := kubeRaySamplesAreAccepted(t, "ray-service.*.yaml", "RayService", rayServiceCRDPath, func(t *testing.T, _ string, stored map[string]any) {
+		svc := &rayv1.RayService{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, svc); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(validation.RayServiceMetadata(svc), validation.RayServiceSpec(svc, validation.RayServiceOptions{})); err != nil {
+			t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+		}
+	})
+	if seen != 12 {
+		t.Errorf("found %d RayServices in KubeRay's samples, want 12; the sample layout may have changed", seen)
+	}
+}
+
+// kubeRaySamplesAreAccepted admits each document of kind in KubeRay's samples matching glob with kray's CRD
+// at crdPath, checks that it is stored as KubeRay's CRD stores it, and then runs validate on the stored
+// object; it returns how many documents it checked.
+func kubeRaySamplesAreAccepted(t *testing.T, glob, kind, crdPath string, validate func(t *testing.T, file string, stored map[string]any)) int {
+	ours, theirs := newCRValidator(t, ourCRDAt(t, crdPath)), newCRValidator(t, kubeRayCRDAt(t, crdPath))
+	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", glob))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +376,7 @@ func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, doc := range decodeYAMLDocuments(t, data) {
-			if doc["apiVersion"] != "ray.io/v1" || doc["kind"] != "RayJob" {
+			if doc["apiVersion"] != "ray.io/v1" || doc["kind"] != kind {
 				continue
 			}
 			seen++
@@ -346,26 +390,9 @@ func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
 				if diff := cmp.Diff(theirs.normalize(doc), theirs.prune(ours.normalize(doc))); diff != "" {
 					t.Errorf("stored object differs (-kuberay +kray):\n%s", diff)
 				}
-				job := &rayv1.RayJob{}
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ours.normalize(doc), job); err != nil {
-					t.Fatal(err)
-				}
-				if job.Name == "" {
-					job.Name = "from-generate-name" // the API server names it
-				}
-				// With KubeRay's RayJobDeletionPolicy gate on, as its deletionStrategy sample needs.
-				err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job, validation.RayJobOptions{DeletionPolicy: true}))
-				if want, refused := refusedRayJobSamples[filepath.Base(file)]; refused {
-					if !errors.Is(err, want) {
-						t.Errorf("kray's validation: %v, want the documented refusal %v", err, want)
-					}
-				} else if err != nil {
-					t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
-				}
+				validate(t, filepath.Base(file), ours.normalize(doc))
 			})
 		}
 	}
-	if seen < 15 {
-		t.Errorf("found only %d RayJobs in KubeRay's samples; the sample layout may have changed", seen)
-	}
+	return seen
 }

@@ -233,6 +233,15 @@ const (
 	GCSStorageMountPath = "/data/gcs"
 )
 
+// RayService annotations and values, as KubeRay's RayService controller reads and writes them.
+const (
+	// AnnotationInitializingTimeout on a RayService bounds how long it may stay Initializing with no serve
+	// endpoint (a Go duration or a number of seconds) before it fails for good.
+	AnnotationInitializingTimeout = "ray.io/initializing-timeout"
+	// OriginatedFromRayService is the ray.io/originated-from-crd value of objects created for a RayService.
+	OriginatedFromRayService = "RayService"
+)
+
 // RayJob labels, values, finalizer and submitter names, as KubeRay's RayJob controller writes them.
 const (
 	// LabelOriginatedFromCRName names the RayJob a RayCluster or submitter Job was created for.

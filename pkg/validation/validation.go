@@ -1,6 +1,6 @@
-// Package validation checks RayClusters and RayJobs for what their CRD schemas cannot express. It is pure: it
-// reads only the object (and, for a RayJob, the operator settings that change what its spec may hold) and
-// returns the first problem it finds, in KubeRay's check order and wording.
+// Package validation checks RayClusters, RayJobs and RayServices for what their CRD schemas cannot express.
+// It is pure: it reads only the object (and, for a RayJob or RayService, the operator settings that change
+// what its spec may hold) and returns the first problem it finds, in KubeRay's check order and wording.
 package validation
 
 import (
