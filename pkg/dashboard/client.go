@@ -1,5 +1,6 @@
-// Package dashboard is a client of the Ray dashboard's Job REST API (/api/jobs/), the API through which the
-// RayJob controller submits, follows and stops Ray jobs.
+// Package dashboard is a client of the Ray dashboard's Job REST API (/api/jobs/), through which the RayJob
+// controller submits, follows and stops Ray jobs, and of its Serve REST API (/api/serve/applications/),
+// through which the RayService controller applies and follows Serve applications.
 package dashboard
 
 import (
@@ -87,11 +88,13 @@ func (d HTTPDialer) Jobs(baseURL, token string) JobAPI {
 	return &Client{http: hc, base: strings.TrimSuffix(baseURL, "/"), token: token}
 }
 
-// Client calls one dashboard's Job REST API.
+// Client calls one dashboard's Job and Serve REST APIs.
 type Client struct {
 	http  *http.Client
 	base  string
 	token string
+	// peer names what answers at base in errors; "Ray dashboard" when empty.
+	peer string
 }
 
 var _ JobAPI = (*Client)(nil)
@@ -106,7 +109,7 @@ func (c *Client) GetJob(ctx context.Context, submissionID string) (*JobInfo, err
 	case status == http.StatusNotFound:
 		return nil, ErrNotFound
 	case status != http.StatusOK:
-		return nil, httpError("get job "+submissionID, status, body)
+		return nil, c.httpError("get job "+submissionID, status, body)
 	}
 	info := &JobInfo{}
 	if err := json.Unmarshal(body, info); err != nil {
@@ -134,7 +137,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) error {
 		bytes.Contains(body, []byte("Please use a different submission_id")):
 		return ErrAlreadySubmitted
 	}
-	return httpError("submit job "+req.SubmissionID, status, body)
+	return c.httpError("submit job "+req.SubmissionID, status, body)
 }
 
 // Stop asks the job to stop. An answer of "not stopped" is an error only while the job has not ended.
@@ -147,7 +150,7 @@ func (c *Client) Stop(ctx context.Context, submissionID string) error {
 	case status == http.StatusNotFound:
 		return ErrNotFound
 	case status != http.StatusOK:
-		return httpError("stop job "+submissionID, status, body)
+		return c.httpError("stop job "+submissionID, status, body)
 	}
 	var answer struct {
 		Stopped bool `json:"stopped"`
@@ -186,24 +189,33 @@ func (c *Client) do(ctx context.Context, method, path string, payload []byte) (i
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	peer := c.peerName()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("Ray dashboard %s: %w", c.base, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", peer, c.base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return 0, nil, fmt.Errorf("Ray dashboard %s: read the answer to %s %s: %w", c.base, method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: read the answer to %s %s: %w", peer, c.base, method, path, err)
 	}
 	return resp.StatusCode, data, nil
 }
 
 // httpError describes an unexpected answer, with the start of its body.
-func httpError(what string, status int, body []byte) error {
+func (c *Client) httpError(what string, status int, body []byte) error {
 	const keep = 300
 	text := strings.TrimSpace(string(body))
 	if len(text) > keep {
 		text = text[:keep] + "..."
 	}
-	return fmt.Errorf("%s: the Ray dashboard answered %d %s: %s", what, status, http.StatusText(status), text)
+	return fmt.Errorf("%s: the %s answered %d %s: %s", what, c.peerName(), status, http.StatusText(status), text)
+}
+
+// peerName names what answers at the client's base URL.
+func (c *Client) peerName() string {
+	if c.peer == "" {
+		return "Ray dashboard"
+	}
+	return c.peer
 }

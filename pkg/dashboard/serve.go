@@ -1,0 +1,117 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ServeApplicationsPath is the Serve REST API's path on the dashboard: GET reports the applications, PUT
+// replaces them with a multi-application config.
+const ServeApplicationsPath = "/api/serve/applications/"
+
+// ServeHealthPath is the Serve proxy's health check path on the serve port.
+const ServeHealthPath = "/-/healthz"
+
+// ServeDetails is the part of Serve's declarative details that kray reads; unknown fields are ignored.
+type ServeDetails struct {
+	// Applications are the Serve applications by name; empty before any config was applied, and after a head
+	// restart without GCS fault tolerance.
+	Applications map[string]ServeApplication `json:"applications"`
+}
+
+// ServeApplication is one Serve application's status and its deployments'.
+type ServeApplication struct {
+	Status      string                     `json:"status"`
+	Message     string                     `json:"message,omitempty"`
+	Deployments map[string]ServeDeployment `json:"deployments,omitempty"`
+}
+
+// ServeDeployment is one Serve deployment's status.
+type ServeDeployment struct {
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// ServeAPI is what the RayService controller asks of one cluster's dashboard.
+type ServeAPI interface {
+	// Applications returns Serve's applications and their statuses.
+	Applications(ctx context.Context) (*ServeDetails, error)
+	// Apply replaces Serve's applications with config, a multi-application config as JSON.
+	Apply(ctx context.Context, config []byte) error
+}
+
+// ServeDialer returns the ServeAPI of the dashboard at a base URL, sending token (when not empty) with each
+// call.
+type ServeDialer interface {
+	Serve(baseURL, token string) ServeAPI
+}
+
+var _ ServeAPI = (*Client)(nil)
+
+// Serve returns a Client for baseURL.
+func (d HTTPDialer) Serve(baseURL, token string) ServeAPI {
+	return d.Jobs(baseURL, token).(*Client)
+}
+
+// Applications reads Serve's declarative details. Anything but 200 with a JSON object is an error: a 503
+// says Serve's controller cannot be reached.
+func (c *Client) Applications(ctx context.Context) (*ServeDetails, error) {
+	status, body, err := c.do(ctx, http.MethodGet, ServeApplicationsPath+"?api_type=declarative", nil)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, c.httpError("get Serve applications", status, body)
+	}
+	details := &ServeDetails{}
+	if err := json.Unmarshal(body, details); err != nil {
+		return nil, fmt.Errorf("get Serve applications: the dashboard's answer is not Serve details: %w", err)
+	}
+	return details, nil
+}
+
+// Apply puts config; Serve answers 200 once it has accepted the config (the applications then deploy), 400
+// with the reason when the config is invalid.
+func (c *Client) Apply(ctx context.Context, config []byte) error {
+	status, body, err := c.do(ctx, http.MethodPut, ServeApplicationsPath, config)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return c.httpError("apply the Serve config", status, body)
+	}
+	return nil
+}
+
+// ServeConfigJSON is a RayService's serveConfigV2, YAML, as the JSON object the Serve API takes.
+func ServeConfigJSON(serveConfigV2 string) ([]byte, error) {
+	data, err := yaml.YAMLToJSON([]byte(serveConfigV2))
+	if err != nil {
+		return nil, fmt.Errorf("serveConfigV2 is not valid YAML: %w", err)
+	}
+	if s := strings.TrimSpace(string(data)); s == "null" {
+		return []byte("{}"), nil
+	} else if !strings.HasPrefix(s, "{") {
+		return nil, fmt.Errorf("serveConfigV2 must be a YAML mapping (a Serve config with applications), got %s", s)
+	}
+	return data, nil
+}
+
+// ProbeServeProxy reports whether the Serve proxy at baseURL (http://host:port) answers its health check
+// with 200; any other answer or none is unhealthy, with the reason.
+func ProbeServeProxy(ctx context.Context, hc *http.Client, baseURL string) (bool, error) {
+	c := &Client{http: hc, base: strings.TrimSuffix(baseURL, "/"), peer: "Serve proxy"}
+	status, body, err := c.do(ctx, http.MethodGet, ServeHealthPath, nil)
+	if err != nil {
+		return false, err
+	}
+	if status != http.StatusOK {
+		return false, c.httpError("Serve proxy health check at "+c.base, status, body)
+	}
+	return true, nil
+}

@@ -1,0 +1,110 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// serveAPI is serve's dashboard as a ServeAPI.
+func serveAPI(t *testing.T, answers map[string]answer) (ServeAPI, *[]*http.Request, *[]string) {
+	t.Helper()
+	c, reqs, bodies := serve(t, answers)
+	return HTTPDialer{HTTP: c.http}.Serve(c.base, "tok"), reqs, bodies
+}
+
+func TestServeApplications(t *testing.T) {
+	api, reqs, _ := serveAPI(t, map[string]answer{
+		"GET /api/serve/applications/": {200, `{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"proxies":{},"target_capacity":null,
+			"applications":{"fruit_app":{"name":"fruit_app","route_prefix":"/fruit","status":"DEPLOYING","message":"",
+			"deployments":{"MangoStand":{"name":"MangoStand","status":"UPDATING","message":"waiting","replicas":[]}}}}}`},
+	})
+	got, err := api.Applications(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ServeDetails{Applications: map[string]ServeApplication{
+		"fruit_app": {Status: "DEPLOYING", Deployments: map[string]ServeDeployment{"MangoStand": {Status: "UPDATING", Message: "waiting"}}},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("details (-want +got):\n%s", diff)
+	}
+	r := (*reqs)[0]
+	if r.URL.Query().Get("api_type") != "declarative" || r.Header.Get("Authorization") != "Bearer tok" {
+		t.Errorf("request %s %s, Authorization %q", r.Method, r.URL, r.Header.Get("Authorization"))
+	}
+}
+
+func TestServeApplicationsErrors(t *testing.T) {
+	for name, a := range map[string]answer{
+		"controller unreachable": {503, "Serve controller is not available"},
+		"not JSON":               {200, "<html>"},
+	} {
+		api, _, _ := serveAPI(t, map[string]answer{"GET /api/serve/applications/": a})
+		if _, err := api.Applications(context.Background()); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	api, _, _ := serveAPI(t, map[string]answer{"GET /api/serve/applications/": {503, "Serve controller is not available"}})
+	_, err := api.Applications(context.Background())
+	if want := "get Serve applications: the Ray dashboard answered 503 Service Unavailable: Serve controller is not available"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+func TestServeApply(t *testing.T) {
+	api, reqs, bodies := serveAPI(t, map[string]answer{"PUT /api/serve/applications/": {200, ""}})
+	config := []byte(`{"applications":[{"name":"a","import_path":"m:app"}]}`)
+	if err := api.Apply(context.Background(), config); err != nil {
+		t.Fatal(err)
+	}
+	if r := (*reqs)[0]; r.Header.Get("Content-Type") != "application/json" || (*bodies)[0] != string(config) {
+		t.Errorf("PUT with Content-Type %q body %s", r.Header.Get("Content-Type"), (*bodies)[0])
+	}
+	api, _, _ = serveAPI(t, map[string]answer{"PUT /api/serve/applications/": {400, "1 validation error for ServeDeploySchema"}})
+	if err := api.Apply(context.Background(), config); err == nil || !strings.Contains(err.Error(), "400 Bad Request: 1 validation error") {
+		t.Errorf("a refused config: %v", err)
+	}
+}
+
+func TestServeConfigJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"applications:\n  - name: a\n    import_path: m:app\n", `{"applications":[{"import_path":"m:app","name":"a"}]}`, ""},
+		{"", "{}", ""},
+		{"- a\n- b\n", "", "must be a YAML mapping"},
+		{"applications: [", "", "not valid YAML"},
+	} {
+		got, err := ServeConfigJSON(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || string(got) != tc.want):
+			t.Errorf("%q: %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestProbeServeProxy(t *testing.T) {
+	healthy := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != ServeHealthPath || !healthy {
+			http.Error(w, "no proxy", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	if ok, err := ProbeServeProxy(context.Background(), srv.Client(), srv.URL); !ok || err != nil {
+		t.Errorf("healthy proxy: %t, %v", ok, err)
+	}
+	healthy = false
+	if ok, err := ProbeServeProxy(context.Background(), srv.Client(), srv.URL); ok || err == nil || !strings.Contains(err.Error(), "the Serve proxy answered 503") {
+		t.Errorf("unhealthy proxy: %t, %v", ok, err)
+	}
+	srv.Close()
+	if ok, err := ProbeServeProxy(context.Background(), srv.Client(), srv.URL); ok || err == nil || !strings.HasPrefix(err.Error(), "Serve proxy http://") {
+		t.Errorf("no proxy: %t, %v", ok, err)
+	}
+}
