@@ -41,7 +41,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the operator's RBAC.
 	$(CONTROLLER_GEN) crd:maxDescLen=0,generateEmbeddedObjectMeta=true,allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./hack/crdbounds config/crd/bases/*.yaml
 	cp config/crd/bases/*.yaml charts/kray/crds/
-	$(CONTROLLER_GEN) rbac:roleName=kray-operator paths=./pkg/controller/... paths=./pkg/rayjob/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=kray-operator paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.

@@ -25,11 +25,11 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
-	"github.com/kray-project/kray/pkg/controller"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/ray"
-	"github.com/kray-project/kray/pkg/rayjob"
+	"github.com/kray-project/kray/internal/controller/rayjob"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -182,7 +182,7 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(namespaces),
+		Cache:                   raycluster.CacheOptions(namespaces),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -193,10 +193,10 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	r := &controller.Reconciler{
+	r := &raycluster.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Writer:    raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},
@@ -207,9 +207,9 @@ func run(o options) error {
 		DisableRedisCleanup: !o.redisCleanup,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
 	}
-	setup := controller.SetupOptions{Concurrency: o.concurrency}
+	setup := raycluster.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {
-		setup.WorkerPodBatch = controller.DefaultWorkerPodBatch
+		setup.WorkerPodBatch = raycluster.DefaultWorkerPodBatch
 	}
 	if err := r.SetupWithManager(mgr, setup); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
@@ -217,7 +217,7 @@ func run(o options) error {
 	jobs := &rayjob.Reconciler{
 		Cache:            mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Writer:           controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Writer:           raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:         mgr.GetEventRecorderFor(constants.RayJobControllerName),
 		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
 		DashboardAddress: o.rayDashboard,

@@ -55,7 +55,7 @@ func baseNames(paths []string) []string {
 }
 
 // The chart's ClusterRole grants exactly what config/rbac/role.yaml (generated from the RBAC markers in
-// pkg/controller) grants, its leader election Role what config/rbac's does, and its metrics-reader
+// internal/controller/raycluster) grants, its leader election Role what config/rbac's does, and its metrics-reader
 // ClusterRole what config/rbac's does.
 func TestChartRBACMatchesConfig(t *testing.T) {
 	objs := renderChart(t, defaultRelease, nil)

@@ -56,7 +56,7 @@ func TestKustomizeDefault(t *testing.T) {
 	}
 }
 
-// The leader election Role covers what the operator needs; once the leases marker leaves pkg/controller the
+// The leader election Role covers what the operator needs; once the leases marker leaves internal/controller/raycluster the
 // ClusterRole no longer grants Leases cluster-wide and this Role is the only grant.
 func TestLeaderElectionRole(t *testing.T) {
 	objs := kustomize(t, "rbac")

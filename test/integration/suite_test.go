@@ -29,7 +29,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/moddir"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/controller"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 )
 
 // kruiseModule is the Kruise release whose CRDs the tests install (the same one the local cluster runs).
@@ -92,7 +92,7 @@ func startOperator(ctx context.Context) error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
-		Cache:   controller.CacheOptions(nil),
+		Cache:   raycluster.CacheOptions(nil),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		NewClient: func(config *rest.Config, options client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(config, options)
@@ -114,14 +114,14 @@ func startOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &controller.Reconciler{
+	r := &raycluster.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    controller.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Writer:    raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Recorder:  mgr.GetEventRecorderFor("kray-operator"),
 		Options:   builder.Options{Version: "integration"},
 	}
-	if err := r.SetupWithManager(mgr, controller.SetupOptions{Concurrency: 2, WorkerPodBatch: controller.DefaultWorkerPodBatch}); err != nil {
+	if err := r.SetupWithManager(mgr, raycluster.SetupOptions{Concurrency: 2, WorkerPodBatch: raycluster.DefaultWorkerPodBatch}); err != nil {
 		return err
 	}
 	go func() {

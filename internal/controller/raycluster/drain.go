@@ -1,0 +1,217 @@
+package raycluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/ptr"
+
+	"github.com/kray-project/kray/pkg/authtoken"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/metrics"
+	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/spec"
+)
+
+// drainPoll is how often a pod waiting for its Ray node to drain is checked again.
+const drainPoll = time.Second
+
+// reconcileDrains puts the drain hook on worker pods that predate workerDrain, then walks the worker pods
+// that Kruise holds in PreparingDelete behind that hook. For each, it asks Ray's GCS once to drain the pod's
+// node (recording when, in the pod), then releases the hook (Kruise deletes the pod) when the node is
+// drained, when Ray has no node for the pod, or when workerDrain.timeoutSeconds has passed. A GCS that
+// cannot be reached only delays the release until the timeout. Without workerDrain (turned off), held pods
+// are released at once.
+func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
+	var errs []error
+	if s.effective.Spec.WorkerDrain != nil && !spec.ClusterSuspended(s.effective) {
+		errs = append(errs, r.hookExistingPods(ctx, s))
+	}
+	var waiting []*corev1.Pod
+	for _, p := range s.children.podsMatching(drainWaitSelector(s.rc.Name)) {
+		if p.DeletionTimestamp == nil {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) == 0 {
+		return errors.Join(errs...)
+	}
+	if why := drainSkipped(s, r.Ray != nil); why != "" {
+		for _, p := range waiting {
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDisabled, 0, why))
+		}
+		return errors.Join(errs...)
+	}
+	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
+	gcs := r.gcsAddress(s)
+	token, tokenErr := authtoken.Read(ctx, r.APIReader, s.effective) // only while a worker waits for its drain
+	gcsClient := r.rayClient(gcs, token)
+	if tokenErr != nil {
+		gcsClient = failedClient{tokenErr}
+	}
+	nodes, lookupErr := gcsClient.Nodes(ctx)
+	now := r.now().Time
+	for _, p := range waiting {
+		started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+		if err != nil {
+			errs = append(errs, r.startDrain(ctx, s, p, gcsClient, gcs, nodes, lookupErr, now.Add(timeout)))
+			s.retryAfter(drainPoll)
+			continue
+		}
+		node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP)
+		took := now.Sub(started)
+		switch {
+		case !now.Before(started.Add(timeout)):
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainTimedOut, took, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
+		case lookupErr != nil:
+			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+		case !found:
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, took, "Ray reports no node for it"))
+		case node.Drained():
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node is %s", node.Status)))
+		default:
+			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drainSkipped says why held pods are released without a drain: workerDrain is off, the operator has no
+// Ray client, or the whole cluster is being suspended (its head and GCS go too). Empty means drain.
+func drainSkipped(s *state, haveRay bool) string {
+	switch {
+	case s.effective.Spec.WorkerDrain == nil:
+		return "workerDrain is not set"
+	case !haveRay:
+		return "the operator has no Ray client"
+	case spec.ClusterSuspended(s.effective):
+		return "the cluster is being suspended"
+	}
+	return ""
+}
+
+// startDrain asks the GCS to drain the pod's node and records the attempt in the pod, whatever the answer:
+// the timeout counts from the first attempt.
+func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
+	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
+	case lookupErr != nil:
+		s.warn(constants.EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
+	case !found:
+		s.normal(constants.EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
+	default:
+		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
+		switch {
+		case err != nil:
+			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
+		case !reply.Accepted:
+			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray rejected the drain request, deleting it after the timeout: %s", p.Name, reply.Rejection)
+		default:
+			s.normal(constants.EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
+		}
+	}
+	start := podMeta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, start); err != nil {
+		return fmt.Errorf("record drain start on pod %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod; took is the time since
+// the drain started (0 when none did).
+func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, podMeta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
+		s.warn(constants.EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
+		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
+	}
+	metrics.ObserveDrainRelease(outcome, took)
+	reason := constants.EventDrainedWorker
+	if outcome == metrics.DrainTimedOut {
+		reason = constants.EventDrainTimedOut
+	}
+	if outcome == metrics.DrainTimedOut {
+		s.warn(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+		return nil
+	}
+	s.normal(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+	return nil
+}
+
+// drainWaitSelector selects a cluster's worker pods that Kruise holds in PreparingDelete behind the drain hook.
+func drainWaitSelector(cluster string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{
+		constants.LabelCluster:              cluster,
+		constants.LabelNodeType:             constants.NodeTypeWorker,
+		constants.LabelDrainHook:            constants.DrainHookValue,
+		constants.LabelKruiseLifecycleState: constants.KruiseStatePreparingDelete,
+	})
+}
+
+// unhookedSelector selects a cluster's running (lifecycle Normal) worker pods without the drain hook label.
+func unhookedSelector(cluster string) labels.Selector {
+	sel := labels.SelectorFromSet(labels.Set{
+		constants.LabelCluster:              cluster,
+		constants.LabelNodeType:             constants.NodeTypeWorker,
+		constants.LabelKruiseLifecycleState: constants.KruiseStateNormal,
+	})
+	unhooked, err := labels.NewRequirement(constants.LabelDrainHook, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant key and operator never fail
+	}
+	return sel.Add(*unhooked)
+}
+
+// hookExistingPods puts the drain hook label on running worker pods that lack it: pods created before
+// workerDrain was set, which no template change reaches under upgradeStrategy None.
+func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
+	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
+	// next drain gets its own timeout.
+	hook := podMeta{
+		Labels:      map[string]*string{constants.LabelDrainHook: ptr.To(constants.DrainHookValue)},
+		Annotations: map[string]*string{constants.AnnotationDrainStarted: nil},
+	}
+	var errs []error
+	for _, p := range s.children.podsMatching(unhookedSelector(s.rc.Name)) {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.patchPodMeta(ctx, s.rc.Namespace, p.Name, hook); err != nil {
+			errs = append(errs, fmt.Errorf("label pod %s with the drain hook: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// gcsAddress is the cluster's GCS address: the head Service and the head's GCS port, unless the operator
+// was given one address for every cluster.
+func (r *Reconciler) gcsAddress(s *state) string {
+	if r.RayGCSAddress != "" {
+		return r.RayGCSAddress
+	}
+	return net.JoinHostPort(builder.HeadServiceFQDN(s.effective, r.Options), builder.GCSPort(s.effective))
+}
+
+// rayClient returns the GCS client for address, sending token with each call; a dial error comes back from
+// its calls.
+func (r *Reconciler) rayClient(address, token string) ray.Client {
+	c, err := r.Ray.Dial(address, token)
+	if err != nil {
+		return failedClient{err}
+	}
+	return c
+}
+
+// failedClient is the client of a GCS that cannot be called: it could not be dialed, or the cluster's auth
+// token could not be read.
+type failedClient struct{ err error }
+
+func (c failedClient) Nodes(context.Context) ([]ray.Node, error) { return nil, c.err }
+func (c failedClient) Drain(context.Context, []byte, string, time.Time) (ray.DrainReply, error) {
+	return ray.DrainReply{}, c.err
+}

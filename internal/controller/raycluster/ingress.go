@@ -1,0 +1,52 @@
+package raycluster
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// reconcileIngress creates the head Ingress when enableIngress is set, and brings an Ingress kray owns back
+// to the spec (KubeRay updates it in place).
+func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
+	desired := builder.HeadIngress(s.effective)
+	if desired == nil {
+		return nil
+	}
+	live := &networkingv1.Ingress{}
+	if err := r.createOnce(ctx, s, desired, live, constants.EventCreatedIngress, constants.EventFailedToCreateIngress); err != nil || live.UID == "" {
+		return err
+	}
+	if !ownedBy(live, s.rc) || (equality.Semantic.DeepEqual(live.Spec, desired.Spec) && hasAll(live.Annotations, desired.Annotations)) {
+		return nil
+	}
+	// Annotations that others (an ingress controller) add are kept; kray's own are brought back.
+	live.Spec = desired.Spec
+	for k, v := range desired.Annotations {
+		if live.Annotations == nil {
+			live.Annotations = map[string]string{}
+		}
+		live.Annotations[k] = v
+	}
+	if err := r.Writer.Update(ctx, live); err != nil {
+		s.warn(constants.EventFailedToUpdateIngress, "Failed to update Ingress %s/%s: %v", live.Namespace, live.Name, err)
+		return fmt.Errorf("update Ingress %s: %w", live.Name, err)
+	}
+	s.normal(constants.EventUpdatedIngress, "Updated Ingress %s/%s", live.Namespace, live.Name)
+	return nil
+}
+
+// hasAll reports whether got holds every key of want with the same value.
+func hasAll(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,138 @@
+package raycluster
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+)
+
+// newImage is the image the tests below roll the worker groups to.
+const newImage = "rayproject/ray:2.99.0"
+
+// cloneSet reads the CloneSet of rc's group from the fake API server.
+func (e *env) cloneSet(rc *rayv1.RayCluster, group string) *kruisev1alpha1.CloneSet {
+	e.t.Helper()
+	return e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet(rc.Name, group)).(*kruisev1alpha1.CloneSet)
+}
+
+// rollImage sets every worker group's Ray container image to newImage, as a user editing the spec would.
+func (e *env) rollImage(rc *rayv1.RayCluster) {
+	e.t.Helper()
+	e.updateSpec(rc, func(c *rayv1.RayCluster) {
+		for i := range c.Spec.WorkerGroupSpecs {
+			c.Spec.WorkerGroupSpecs[i].Template.Spec.Containers[0].Image = newImage
+		}
+	})
+}
+
+// A worker group's template change reaches its CloneSet's template in the update that carries the new spec
+// hash, under every upgrade strategy (the strategy decides only whether Kruise rolls the pods).
+func TestWorkerTemplateChangeReachesTheCloneSet(t *testing.T) {
+	for _, strategy := range []rayv1.RayClusterUpgradeType{"", rayv1.RayClusterRollingUpdate} {
+		t.Run("strategy "+string(strategy), func(t *testing.T) {
+			rc := cluster("c").group("small", 2).with(func(rc *rayv1.RayCluster) {
+				if strategy != "" {
+					rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(strategy)}
+				}
+			}).obj()
+			e := newEnv(t, rc)
+			e.converge(rc)
+			before := e.cloneSet(rc, "small")
+			e.rollImage(rc)
+			e.mustReconcile(rc)
+			after := e.cloneSet(rc, "small")
+			if got := after.Spec.Template.Spec.Containers[0].Image; got != newImage {
+				t.Errorf("CloneSet image %s after the spec changed, want %s", got, newImage)
+			}
+			if after.Annotations["kray.io/spec-hash"] == before.Annotations["kray.io/spec-hash"] {
+				t.Errorf("spec hash unchanged: the template change was not seen")
+			}
+			if got, want := after.Annotations[constants.AnnotationSpecGeneration], strconv.FormatInt(after.Generation, 10); got != want {
+				t.Errorf("spec generation %q after the template write, want the CloneSet's generation %s", got, want)
+			}
+		})
+	}
+}
+
+// Under upgradeStrategy RollingUpdate the head and then each group roll one at a time (a worker change also
+// changes the head's cluster hash annotation, so the head goes first): while a workload's pods are not all
+// updated (Kruise part-way), every later group's CloneSet has the new template with its update paused; once
+// it is done, the next one's update goes on.
+func TestRollingUpdateHoldsLaterGroupsUntilEarlierOnesAreDone(t *testing.T) {
+	rc := cluster("c").group("first", 2).group("second", 2).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.converge(rc)
+	e.rollImage(rc)
+	e.mustReconcile(rc)
+	paused := func() (bool, bool) {
+		return e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused, e.cloneSet(rc, "second").Spec.UpdateStrategy.Paused
+	}
+	if first, second := paused(); !first || !second {
+		t.Fatalf("while the head rolls: first paused %t, second paused %t; want both held", first, second)
+	}
+	e.playKruiseFor(rc, names.HeadStatefulSet(rc.Name)) // the head is updated, no group yet
+	e.mustReconcile(rc)
+	if first, second := paused(); first || !second {
+		t.Fatalf("head done: first paused %t, second paused %t; want the first rolling and the second held", first, second)
+	}
+	e.mustReconcile(rc) // Kruise has not moved: the first group is still part-way
+	if _, second := paused(); !second {
+		t.Errorf("the second group's update was released before the first group finished")
+	}
+	e.playKruiseFor(rc, names.WorkerCloneSet(rc.Name, "first")) // the first group's pods are updated
+	e.mustReconcile(rc)
+	if second := e.cloneSet(rc, "second"); second.Spec.UpdateStrategy.Paused || second.Spec.Template.Spec.Containers[0].Image != newImage {
+		t.Errorf("after the first group finished: second paused %t image %s, want rolling to %s",
+			second.Spec.UpdateStrategy.Paused, second.Spec.Template.Spec.Containers[0].Image, newImage)
+	}
+}
+
+// cloneSetWrites returns the writes to CloneSets among writes.
+func cloneSetWrites(writes []string) []string {
+	var out []string
+	for _, w := range writes {
+		if strings.Contains(w, " CloneSet/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// A RollingUpdate holds only groups that have pods to update: creating a cluster while its head comes up,
+// or a head pod that is not ready after a restart, pauses no CloneSet and so writes none (a pause and its
+// release would each be a CloneSet write and a generation Kruise must catch up with).
+func TestRollingUpdateHoldsNothingWithoutAnUpdate(t *testing.T) {
+	rc := cluster("c").group("first", 2).group("second", 2).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.mustReconcile(rc)
+	if got := cloneSetWrites(e.mustReconcile(rc)); len(got) != 0 {
+		t.Errorf("a new cluster whose head is not ready yet: CloneSet writes %v, want none", got)
+	}
+	e.converge(rc)
+	sts := e.get(&kruisev1beta1.StatefulSet{}, names.HeadStatefulSet(rc.Name)).(*kruisev1beta1.StatefulSet)
+	sts.Status.ReadyReplicas, sts.Status.UpdatedReadyReplicas = 0, 0
+	if err := e.api.Status().Update(context.Background(), sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := cloneSetWrites(e.mustReconcile(rc)); len(got) != 0 {
+		t.Errorf("the head pod restarting: CloneSet writes %v, want none", got)
+	}
+	for _, group := range []string{"first", "second"} {
+		if e.cloneSet(rc, group).Spec.UpdateStrategy.Paused {
+			t.Errorf("group %s paused without an update", group)
+		}
+	}
+}
