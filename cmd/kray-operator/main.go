@@ -23,13 +23,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/internal/controller/rayjob"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
-	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/ray"
-	"github.com/kray-project/kray/internal/controller/rayjob"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -196,8 +197,8 @@ func run(o options) error {
 	r := &raycluster.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
-		Recorder:  mgr.GetEventRecorderFor(constants.ControllerName),
+		Writer:    shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Events:    shared.Events{Recorder: mgr.GetEventRecorderFor(constants.ControllerName)},
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},
 		ResyncPeriod: o.resync,
@@ -217,8 +218,8 @@ func run(o options) error {
 	jobs := &rayjob.Reconciler{
 		Cache:            mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Writer:           raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
-		Recorder:         mgr.GetEventRecorderFor(constants.RayJobControllerName),
+		Writer:           shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Events:           shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayJobControllerName)},
 		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
 		DashboardAddress: o.rayDashboard,
 		Options:          r.Options,

@@ -27,9 +27,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/moddir"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/internal/controller/raycluster"
 )
 
 // kruiseModule is the Kruise release whose CRDs the tests install (the same one the local cluster runs).
@@ -117,8 +118,8 @@ func startOperator(ctx context.Context) error {
 	r := &raycluster.Reconciler{
 		Cache:     mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Writer:    raycluster.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
-		Recorder:  mgr.GetEventRecorderFor("kray-operator"),
+		Writer:    shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Events:    shared.Events{Recorder: mgr.GetEventRecorderFor("kray-operator")},
 		Options:   builder.Options{Version: "integration"},
 	}
 	if err := r.SetupWithManager(mgr, raycluster.SetupOptions{Concurrency: 2, WorkerPodBatch: raycluster.DefaultWorkerPodBatch}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
@@ -39,10 +40,10 @@ func (r *Reconciler) wantsRedisCleanup(rc *rayv1.RayCluster) bool {
 // ensureFinalizer adds the Redis cleanup finalizer before anything is created, so the cluster's Redis data
 // can never outlive it unnoticed. It reports whether it wrote.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, rc *rayv1.RayCluster) (bool, error) {
-	if !r.wantsRedisCleanup(rc) || slices.Contains(rc.Finalizers, constants.FinalizerRedisCleanup) {
+	if !r.wantsRedisCleanup(rc) {
 		return false, nil
 	}
-	return true, r.patchFinalizers(ctx, rc, append(slices.Clone(rc.Finalizers), constants.FinalizerRedisCleanup))
+	return shared.AddFinalizer(ctx, r.Writer, rc, constants.FinalizerRedisCleanup)
 }
 
 // finalize runs a deleted cluster's Redis cleanup: delete its workloads (and so its pods), wait until the
@@ -135,16 +136,5 @@ func redisCleanupTimeout(rc *rayv1.RayCluster) time.Duration {
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, rc *rayv1.RayCluster) error {
-	return r.patchFinalizers(ctx, rc, slices.DeleteFunc(slices.Clone(rc.Finalizers), func(f string) bool { return f == constants.FinalizerRedisCleanup }))
-}
-
-// patchFinalizers replaces metadata.finalizers under the object's resourceVersion (the only metadata kray
-// writes on a RayCluster).
-func (r *Reconciler) patchFinalizers(ctx context.Context, rc *rayv1.RayCluster, finalizers []string) error {
-	cp := rc.DeepCopy()
-	cp.Finalizers = finalizers
-	if err := client.IgnoreNotFound(r.Writer.Patch(ctx, cp, client.MergeFromWithOptions(rc, client.MergeFromWithOptimisticLock{}))); err != nil {
-		return fmt.Errorf("write finalizers: %w", err)
-	}
-	return nil
+	return shared.RemoveFinalizer(ctx, r.Writer, rc, constants.FinalizerRedisCleanup)
 }

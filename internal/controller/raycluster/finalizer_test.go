@@ -71,7 +71,7 @@ func TestRedisCleanupGivesUpAfterTheTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).DeletionTimestamp.Time
-	e.r.Now = func() time.Time { return deleted.Add(29 * time.Second) }
+	e.clock.SetTime(deleted.Add(29 * time.Second))
 	e.mustReconcile(rc)
 	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); err != nil {
 		t.Fatalf("the RayCluster went before the timeout: %v", err)
@@ -79,7 +79,7 @@ func TestRedisCleanupGivesUpAfterTheTimeout(t *testing.T) {
 	if got := reasons(e.takeEvents()); slices.Contains(got, constants.EventForceDeletedStuckCluster) {
 		t.Fatalf("events %v: forced before the timeout", got)
 	}
-	e.r.Now = func() time.Time { return deleted.Add(31 * time.Second) }
+	e.clock.SetTime(deleted.Add(31 * time.Second))
 	e.mustReconcile(rc)
 	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the RayCluster is still held (%v) after the timeout", err)

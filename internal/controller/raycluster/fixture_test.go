@@ -20,6 +20,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/fixture"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/builder"
@@ -76,17 +78,18 @@ type env struct {
 	api    client.Client
 	writer *writetest.Writer
 	events *record.FakeRecorder
+	clock  *clocktesting.FakePassiveClock
 }
 
 // newEnv returns an env whose API server holds objs; cache, when given, is a separate (stale) cache.
 func newEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
 	api := fakeAPI(objs...)
-	e := &env{t: t, api: api, writer: writetest.New(api), events: record.NewFakeRecorder(1000)}
+	e := &env{t: t, api: api, writer: writetest.New(api), events: record.NewFakeRecorder(1000), clock: clocktesting.NewFakePassiveClock(testNow)}
 	e.r = &Reconciler{
-		Cache: api, APIReader: api, Writer: e.writer, Recorder: e.events,
+		Cache: api, APIReader: api, Writer: e.writer, Events: shared.Events{Recorder: e.events},
 		Options: builder.Options{Version: "test"},
-		Now:     func() time.Time { return testNow },
+		Clock:   e.clock,
 	}
 	return e
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/ray"
@@ -144,8 +145,8 @@ func TestStatusConflictRequeuesAndAnnouncesNothingTwice(t *testing.T) {
 	e.mustReconcile(rc) // creates the workloads and leaves the status to the next reconcile
 	e.writer.FailOnce(writetest.Status, "RayCluster", "c", apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayclusters"}, "c", errors.New("modified")))
 	_, res, err := e.reconcile(rc)
-	if err != nil || res.RequeueAfter != conflictRetry {
-		t.Fatalf("got %+v, %v; want a requeue after %s and no error", res, err, conflictRetry)
+	if err != nil || res.RequeueAfter != shared.ConflictRetry {
+		t.Fatalf("got %+v, %v; want a requeue after %s and no error", res, err, shared.ConflictRetry)
 	}
 	if first := reasons(e.takeEvents()); slices.Contains(first, constants.EventSuspended) {
 		t.Errorf("events %v announce a suspension whose status write failed", first)
@@ -535,7 +536,7 @@ func TestNewClusterCreationsGoOutTogether(t *testing.T) {
 // creations in hold waits, up to a second, until as many creations are in flight, so that creations sent at
 // once are seen together however the goroutines are scheduled.
 type overlapWriter struct {
-	Writer
+	shared.Writer
 	hold []string
 
 	mu       sync.Mutex

@@ -12,11 +12,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/apierror"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -34,11 +35,12 @@ type Reconciler struct {
 	// APIReader reads from the API server directly; used only where a stale read could name the wrong pod.
 	APIReader client.Reader
 	// Writer makes every write.
-	Writer   Writer
-	Recorder record.EventRecorder
-	Options  builder.Options
-	// Now returns the current time; tests may pin it.
-	Now func() time.Time
+	Writer shared.Writer
+	// Events records events, each repetition once per window.
+	Events  shared.Events
+	Options builder.Options
+	// Clock is the reconciler's time; nil is the wall clock.
+	Clock clock.PassiveClock
 	// Ray dials Ray GCS servers to drain worker nodes; nil releases pods without draining.
 	Ray ray.Dialer
 	// RayGCSAddress, when set, is the GCS address of every cluster instead of its head Service (an operator
@@ -56,8 +58,6 @@ type Reconciler struct {
 
 	// createdSecrets remembers the auth Secrets known to exist (kray does not watch Secrets).
 	createdSecrets sync.Map
-	// recent remembers the events emitted lately, so that a repeated one costs no request.
-	recent recentEvents
 	// progress holds back status changes that only move pod counts (see writeStatus).
 	progress heldProgress
 }
@@ -168,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case err != nil:
 			return ctrl.Result{}, err
 		case wrote:
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
 		}
 		for _, w := range validation.Warnings(ext) {
 			s.warn(w.Reason, "%s", w.Message)
@@ -277,7 +277,7 @@ func (r *Reconciler) result(s *state, obs status.Observed, statusErr error) (ctr
 	case obs.SyncError != nil || (statusErr != nil && !conflict):
 		return ctrl.Result{}, errors.Join(obs.SyncError, statusErr)
 	case conflict:
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
 	case obs.InvalidSpec != nil:
 		// An invalid spec is reported, not retried: the next spec change triggers a new reconcile.
 		return ctrl.Result{}, nil
@@ -289,10 +289,6 @@ func (r *Reconciler) result(s *state, obs status.Observed, statusErr error) (ctr
 	// A valid spec is re-checked periodically as a safety net; watches drive every normal change.
 	return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 }
-
-// conflictRetry is the delay before recomputing a status whose write lost a race; the cache has usually
-// caught up by then.
-const conflictRetry = 200 * time.Millisecond
 
 // resyncPeriod is how often a settled RayCluster is reconciled without any event, unless ResyncPeriod says
 // otherwise (KubeRay's default).
@@ -308,10 +304,7 @@ func (r *Reconciler) now() metav1.Time {
 	return metav1.NewTime(r.clock().UTC().Truncate(time.Second))
 }
 
-// clock is the current time: Now's when set.
+// clock is the current time on Clock.
 func (r *Reconciler) clock() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	return shared.Clock(r.Clock).Now()
 }

@@ -161,7 +161,7 @@ func TestWorkerCountChangesAreHeldBack(t *testing.T) {
 
 	seen := testNow.Add(time.Minute)
 	for _, after := range []time.Duration{0, time.Second} {
-		e.r.Now = func() time.Time { return seen.Add(after) }
+		e.clock.SetTime(seen.Add(after))
 		writes, res, err := e.reconcile(rc)
 		if err != nil || len(writes) != 0 {
 			t.Fatalf("%v after the change was first seen: writes %v, error %v; want none", after, writes, err)
@@ -171,7 +171,7 @@ func TestWorkerCountChangesAreHeldBack(t *testing.T) {
 		}
 	}
 
-	e.r.Now = func() time.Time { return seen.Add(progressWriteInterval) }
+	e.clock.SetTime(seen.Add(progressWriteInterval))
 	if diff := cmp.Diff([]string{"status RayCluster/c"}, e.mustReconcile(rc)); diff != "" {
 		t.Fatalf("once the wait ended (-want +got):\n%s", diff)
 	}

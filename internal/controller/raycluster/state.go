@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -35,7 +36,7 @@ type state struct {
 	// requeueAfter, when set, asks for the next reconcile sooner than the resync (a drain being waited for).
 	requeueAfter time.Duration
 	// events are emitted after the status write (see Reconcile).
-	events []queuedEvent
+	events []shared.Event
 }
 
 // newState starts a reconcile of rc, whose spec with kray's annotated extension settings filled in is ext.
@@ -115,18 +116,14 @@ func (s *state) retryAfter(d time.Duration) {
 	}
 }
 
-type queuedEvent struct {
-	warning bool
-	reason  string
-	message string
-}
+
 
 // normal queues a Normal event.
 func (s *state) normal(reason, format string, args ...any) {
-	s.events = append(s.events, queuedEvent{reason: reason, message: fmt.Sprintf(format, args...)})
+	s.events = append(s.events, shared.Normal(reason, fmt.Sprintf(format, args...)))
 }
 
 // warn queues a Warning event.
 func (s *state) warn(reason, format string, args ...any) {
-	s.events = append(s.events, queuedEvent{warning: true, reason: reason, message: fmt.Sprintf(format, args...)})
+	s.events = append(s.events, shared.Warning(reason, fmt.Sprintf(format, args...)))
 }

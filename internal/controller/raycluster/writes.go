@@ -4,49 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
 )
-
-// Writer is every kind of write kray makes to the API server. The reconciler writes only through it, so
-// a test can record each write and make any of them fail.
-type Writer interface {
-	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
-	Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error
-	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
-	Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
-	// UpdateStatus writes obj's status subresource, failing with a Conflict if obj's resourceVersion is not
-	// the stored one. Nothing but the status is written, and obj is not updated from the answer.
-	UpdateStatus(ctx context.Context, obj client.Object) error
-}
-
-// ClientWriter is the Writer that sends every write to the API server through c, except status writes,
-// which go as a status-only JSON patch (statusPatcher) over cfg and httpClient, those of c's manager.
-func ClientWriter(c client.Client, cfg *rest.Config, httpClient *http.Client) Writer {
-	return clientWriter{Client: c, status: &statusPatcher{scheme: c.Scheme(), mapper: c.RESTMapper(), cfg: cfg, http: httpClient}}
-}
-
-type clientWriter struct {
-	client.Client
-	status *statusPatcher
-}
-
-// UpdateStatus writes obj's status, failing with a Conflict if obj's resourceVersion is no longer the
-// stored one. Only the status is sent and obj is not updated from the answer.
-func (w clientWriter) UpdateStatus(ctx context.Context, obj client.Object) error {
-	return w.status.write(ctx, obj)
-}
 
 // create creates obj and reports whether this call created it. An AlreadyExists answer (another writer,
 // such as a second operator instance, won the race) is success without a creation, not an error.
@@ -138,10 +108,7 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, s *state, obj client.Ob
 }
 
 // ownedBy reports whether rc is obj's controller; kray never adopts or changes objects it does not own.
-func ownedBy(obj metav1.Object, rc *rayv1.RayCluster) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.UID == rc.UID
-}
+func ownedBy(obj metav1.Object, rc *rayv1.RayCluster) bool { return shared.OwnedBy(obj, rc) }
 
 // notOwnedError reports an object in the way that kray did not create.
 func notOwnedError(kind, name string) error {

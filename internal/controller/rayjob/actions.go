@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -169,14 +170,14 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) out
 		case err == nil:
 			out.submitted = out.submitted || row.submits
 			if e, ok := row.ok[wrote]; ok {
-				out.events = append(out.events, Event{corev1.EventTypeNormal, e.reason, fmt.Sprintf(e.format, subject)})
+				out.events = append(out.events, shared.Normal(e.reason, fmt.Sprintf(e.format, subject)))
 			}
 		case errors.As(err, &foreign):
-			out.conflict = &Event{corev1.EventTypeWarning, row.failed[wroteCreate].reason, foreign.Error()}
+			out.conflict = ptr.To(shared.Warning(row.failed[wroteCreate].reason, foreign.Error()))
 		case row.done != nil && row.done(err):
 		default:
 			if e, ok := row.failed[wrote]; ok {
-				out.events = append(out.events, Event{corev1.EventTypeWarning, e.reason, fmt.Sprintf(e.format, subject, err)})
+				out.events = append(out.events, shared.Warning(e.reason, fmt.Sprintf(e.format, subject, err)))
 			}
 			errs = append(errs, fmt.Errorf(row.wrap+": %w", subject, err))
 		}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
@@ -105,9 +106,7 @@ type Action struct {
 }
 
 // Event is a Kubernetes event the reconciler records after the status write.
-type Event struct {
-	Type, Reason, Message string
-}
+type Event = shared.Event
 
 // Decision is Next's answer: the status to write, the actions to take and when to look again.
 type Decision struct {
@@ -150,7 +149,7 @@ func Next(o Observed) Decision {
 	}
 	if reason, err := validate(job, validation.RayJobOptions{DeletionPolicy: o.DeletionPolicy}); err != nil {
 		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || st.Message != err.Error() {
-			d.Events = append(d.Events, Event{corev1.EventTypeWarning, reason, fmt.Sprintf("%s/%s: %v", job.Namespace, job.Name, err)})
+			d.Events = append(d.Events, shared.Warning(reason, fmt.Sprintf("%s/%s: %v", job.Namespace, job.Name, err)))
 		}
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusValidationFailed
 		st.Reason = rayv1.ValidationFailed

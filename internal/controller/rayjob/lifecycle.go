@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/spec"
@@ -107,10 +108,7 @@ func keepHeadService(o Observed, d *Decision) {
 }
 
 // ownedBy reports whether obj is controlled by job.
-func ownedBy(obj metav1.Object, job *rayv1.RayJob) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.UID == job.UID
-}
+func ownedBy(obj metav1.Object, job *rayv1.RayJob) bool { return shared.OwnedBy(obj, job) }
 
 // jobWithStatus is job carrying the status being decided, for builders that read status.jobId.
 func jobWithStatus(job *rayv1.RayJob, st *rayv1.RayJobStatus) *rayv1.RayJob {
@@ -153,8 +151,8 @@ func clusterPresent(o Observed, d *Decision) bool {
 	}
 	job := o.Job
 	if selectorMode(job) {
-		d.Events = append(d.Events, Event{corev1.EventTypeWarning, constants.EventRayClusterNotFound,
-			fmt.Sprintf("RayCluster %s/%s set in the clusterSelector is not found. It must be created manually", job.Namespace, d.Status.RayClusterName)})
+		d.Events = append(d.Events, shared.Warning(constants.EventRayClusterNotFound,
+			fmt.Sprintf("RayCluster %s/%s set in the clusterSelector is not found. It must be created manually", job.Namespace, d.Status.RayClusterName)))
 		d.wantRequeue(PollInterval)
 		return false
 	}

@@ -18,13 +18,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/apierror"
 	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
@@ -34,24 +35,15 @@ import (
 	"github.com/kray-project/kray/pkg/names"
 )
 
-// Writer is every kind of write the RayJob controller makes to the API server, so a test can record each
-// write and make any of them fail.
-type Writer interface {
-	Create(ctx context.Context, obj ctrl.Object, opts ...ctrl.CreateOption) error
-	Update(ctx context.Context, obj ctrl.Object, opts ...ctrl.UpdateOption) error
-	Delete(ctx context.Context, obj ctrl.Object, opts ...ctrl.DeleteOption) error
-	// UpdateStatus writes obj's status subresource.
-	UpdateStatus(ctx context.Context, obj ctrl.Object) error
-}
-
 // Reconciler reconciles RayJobs.
 type Reconciler struct {
 	// Cache reads RayJobs, RayClusters and submitter Jobs from the informer cache.
 	Cache ctrl.Reader
 	// APIReader reads the auth token Secret from the API server; kray caches no Secrets.
 	APIReader ctrl.Reader
-	Writer    Writer
-	Recorder  record.EventRecorder
+	Writer    shared.Writer
+	// Events records events, each repetition once per window.
+	Events shared.Events
 	// Dashboards opens a cluster's dashboard Job API.
 	Dashboards dashboard.Dialer
 	// DashboardAddress, when set (http://host:port), replaces every cluster's dashboard address for the
@@ -64,8 +56,9 @@ type Reconciler struct {
 	// RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS (see Observed).
 	DeleteRayJobOnShutdown bool
 	TransitionGracePeriod  time.Duration
-	// Now and Suffix default to the wall clock and a 5-character random string.
-	Now    func() time.Time
+	// Clock is the reconciler's time; nil is the wall clock.
+	Clock clock.PassiveClock
+	// Suffix defaults to a 5-character random string.
 	Suffix func() string
 
 	// failures counts, per RayJob, the dashboard reads in a row that failed (Observed.DashboardFailures).
@@ -111,9 +104,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusNew && !controllerutil.ContainsFinalizer(job, constants.FinalizerRayJob) {
 		// Added before anything exists that the finalizer must stop; the write wakes the next reconcile.
-		job = job.DeepCopy()
-		controllerutil.AddFinalizer(job, constants.FinalizerRayJob)
-		return reconcile.Result{}, ctrl.IgnoreNotFound(r.Writer.Update(ctx, job))
+		_, err := shared.AddFinalizer(ctx, r.Writer, job, constants.FinalizerRayJob)
+		return reconcile.Result{}, err
 	}
 	o, err := r.observe(ctx, job)
 	if err != nil {
@@ -148,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		switch err := r.Writer.UpdateStatus(ctx, updated); {
 		case apierrors.IsConflict(err):
 			statusStored = false
-			res = reconcile.Result{RequeueAfter: time.Second} // a newer RayJob is on its way to the cache
+			res = reconcile.Result{RequeueAfter: shared.ConflictRetry} // a newer RayJob is on its way to the cache
 		case err != nil:
 			statusStored = false
 			actErr = errors.Join(actErr, fmt.Errorf("write the RayJob status: %w", err))
@@ -158,9 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		events = append(d.Events, events...)
 		observeMetrics(job, d.Status, o.Now)
 	}
-	for _, e := range events {
-		r.Recorder.Event(job, e.Type, e.Reason, e.Message)
-	}
+	r.Events.Emit(job, o.Now, events...)
 	if actErr != nil {
 		return reconcile.Result{}, actErr
 	}
@@ -354,22 +344,17 @@ func (r *Reconciler) finalize(ctx context.Context, job *rayv1.RayJob) error {
 			}
 			switch {
 			case err == nil:
-				r.Recorder.Eventf(job, corev1.EventTypeNormal, constants.EventStoppedRayJob, "Stopped Ray job %s on RayCluster %s/%s", id, rc.Namespace, rc.Name)
+				r.Events.Emit(job, r.now(), shared.Normal(constants.EventStoppedRayJob, fmt.Sprintf("Stopped Ray job %s on RayCluster %s/%s", id, rc.Namespace, rc.Name)))
 			case !errors.Is(err, dashboard.ErrNotFound):
-				r.Recorder.Eventf(job, corev1.EventTypeWarning, constants.EventFailedToStopRayJob, "Failed to stop Ray job %s on RayCluster %s/%s: %v", id, rc.Namespace, rc.Name, err)
+				r.Events.Emit(job, r.now(), shared.Warning(constants.EventFailedToStopRayJob, fmt.Sprintf("Failed to stop Ray job %s on RayCluster %s/%s: %v", id, rc.Namespace, rc.Name, err)))
 			}
 		}
 	}
-	job = job.DeepCopy()
-	controllerutil.RemoveFinalizer(job, constants.FinalizerRayJob)
-	return ctrl.IgnoreNotFound(r.Writer.Update(ctx, job))
+	return shared.RemoveFinalizer(ctx, r.Writer, job, constants.FinalizerRayJob)
 }
 
 func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	return shared.Clock(r.Clock).Now()
 }
 
 func (r *Reconciler) suffix() string {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
@@ -139,13 +140,19 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 	return &env{t: t, api: api, writer: writetest.New(api), dash: newFakeDashboard(), rec: record.NewFakeRecorder(100), now: t0}
 }
 
+// envClock is the env's clock, which a test moves by setting e.now.
+type envClock struct{ e *env }
+
+func (c envClock) Now() time.Time                  { return c.e.now }
+func (c envClock) Since(t time.Time) time.Duration { return c.e.now.Sub(t) }
+
 // reconciler is a fresh Reconciler, as after an operator restart; each names attempts with its own suffixes.
 func (e *env) reconciler() *Reconciler {
 	e.n++
 	instance := e.n
 	calls := 0
-	return &Reconciler{Cache: e.api, APIReader: e.api, Writer: e.writer, Recorder: e.rec, Dashboards: e.dash,
-		Now: func() time.Time { return e.now },
+	return &Reconciler{Cache: e.api, APIReader: e.api, Writer: e.writer, Events: shared.Events{Recorder: e.rec}, Dashboards: e.dash,
+		Clock: envClock{e},
 		Suffix: func() string {
 			calls++
 			return fmt.Sprintf("r%dc%d", instance, calls)

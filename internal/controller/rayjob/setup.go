@@ -8,7 +8,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
-// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;update;delete
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;delete
@@ -18,7 +18,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
-// Why each verb: RayJobs are read, updated only to add and remove the ray.io/rayjob-finalizer (never the
+// Why each verb: RayJobs are read, patched only to add and remove the ray.io/rayjob-finalizer (never the
 // spec), deleted only by a DeleteSelf deletion rule, and their status written; rayjobs/finalizers lets the
 // objects created for a RayJob carry a blocking owner reference to it. RayClusters are created for a RayJob
 // and deleted when it retries, is suspended or shuts down (only those it owns, by UID precondition), and

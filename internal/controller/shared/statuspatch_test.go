@@ -1,4 +1,4 @@
-package raycluster
+package shared
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -43,6 +46,13 @@ func statusServer(t *testing.T, code int, body string) (*httptest.Server, *[]pat
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &got
+}
+
+func testScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(rayv1.AddToScheme(s))
+	return s
 }
 
 func testStatusWriter(t *testing.T, srv *httptest.Server) Writer {

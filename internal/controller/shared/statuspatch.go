@@ -1,4 +1,4 @@
-package raycluster
+package shared
 
 import (
 	"context"
@@ -55,6 +55,8 @@ func statusOf(obj client.Object) (any, error) {
 	case *rayv1.RayCluster:
 		return o.Status, nil
 	case *rayv1.RayJob:
+		return o.Status, nil
+	case *rayv1.RayService:
 		return o.Status, nil
 	default:
 		return nil, fmt.Errorf("no status write for %T", obj)

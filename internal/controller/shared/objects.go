@@ -1,0 +1,44 @@
+package shared
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// OwnedBy reports whether owner is obj's controller.
+func OwnedBy(obj, owner metav1.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == owner.GetUID()
+}
+
+// AddFinalizer adds finalizer to obj (as read; it is not changed) and reports whether it wrote.
+func AddFinalizer(ctx context.Context, w Writer, obj client.Object, finalizer string) (bool, error) {
+	if slices.Contains(obj.GetFinalizers(), finalizer) {
+		return false, nil
+	}
+	return true, patchFinalizers(ctx, w, obj, append(slices.Clone(obj.GetFinalizers()), finalizer))
+}
+
+// RemoveFinalizer removes finalizer from obj (as read; it is not changed); an object already gone is
+// success.
+func RemoveFinalizer(ctx context.Context, w Writer, obj client.Object, finalizer string) error {
+	if !slices.Contains(obj.GetFinalizers(), finalizer) {
+		return nil
+	}
+	return patchFinalizers(ctx, w, obj, slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == finalizer }))
+}
+
+// patchFinalizers replaces metadata.finalizers with a merge patch under obj's resourceVersion, so a
+// finalizer someone else added or removed meanwhile is never overwritten (the write fails with a Conflict).
+func patchFinalizers(ctx context.Context, w Writer, obj client.Object, finalizers []string) error {
+	cp := obj.DeepCopyObject().(client.Object)
+	cp.SetFinalizers(finalizers)
+	if err := client.IgnoreNotFound(w.Patch(ctx, cp, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{}))); err != nil {
+		return fmt.Errorf("write finalizers: %w", err)
+	}
+	return nil
+}
