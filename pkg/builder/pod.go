@@ -31,6 +31,9 @@ const (
 	envHeadPodName           = "RAY_HEAD_POD_NAME"
 	envCRDVersion            = "KUBERAY_CRD_VER"
 	envGenAutoscalerStartCmd = "KUBERAY_GEN_AUTOSCALER_START_CMD"
+	envTaskWaitForDeathInfo  = "RAY_timeout_ms_task_wait_for_death_info"
+	envGCSRequestTimeout     = "RAY_gcs_server_request_timeout_seconds"
+	envServeKVTimeout        = "RAY_SERVE_KV_TIMEOUT_S"
 )
 
 // HeadPodTemplate returns the pod template of the head Advanced StatefulSet. It does not modify rc.
@@ -44,6 +47,9 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 		setDefault(params, "no-monitor", "true")
 	}
 	tmpl.Labels = podLabels(rc, tmpl.Labels, head.Labels, constants.NodeTypeHead, constants.HeadGroupName)
+	if spec.ServedByRayService(rc) {
+		tmpl.Labels[constants.LabelServe] = "false" // the RayService controller sets it from the proxy's health
+	}
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, true)
 	if autoscaling {
 		tmpl.Spec.ServiceAccountName = names.AutoscalerServiceAccountFor(rc)
@@ -78,6 +84,9 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	fqdn := HeadServiceFQDN(rc, opts)
 	setDefault(params, "address", fqdn+":"+GCSPort(rc))
 	tmpl.Labels = podLabels(rc, tmpl.Labels, group.Labels, constants.NodeTypeWorker, group.GroupName)
+	if spec.ServedByRayService(rc) {
+		tmpl.Labels[constants.LabelServe] = "true" // the readiness probe checks the Serve proxy
+	}
 	tmpl.Annotations = podAnnotations(rc, tmpl.Annotations, false)
 	if !spec.Rolling(rc) && !opts.NoInitContainerInjection {
 		tmpl.Spec.InitContainers = append(tmpl.Spec.InitContainers, waitGCSReadyContainer(tmpl.Spec.Containers[constants.RayContainerIndex], fqdn, GCSPort(rc)))
@@ -205,10 +214,15 @@ func setRayContainerEnv(rc *rayv1.RayCluster, c *corev1.Container, head bool, st
 		corev1.EnvVar{Name: envGenRayStartCmd, Value: start},
 	)
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envRayPort, Value: port})
+	if spec.ServedByRayService(rc) {
+		// Serve fails over faster when a dead node's tasks are not awaited and GCS calls time out soon.
+		appendEnvIfAbsent(c, corev1.EnvVar{Name: envTaskWaitForDeathInfo, Value: "0"},
+			corev1.EnvVar{Name: envGCSRequestTimeout, Value: "5"}, corev1.EnvVar{Name: envServeKVTimeout, Value: "5"})
+	}
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envRayAddress, Value: address})
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envUsageStatsInUse, Value: "1"})
 	if head {
-		c.Env = append(c.Env, corev1.EnvVar{Name: envUsageStatsExtraTags, Value: "kuberay_version=" + opts.version() + ";kuberay_crd=RayCluster"})
+		c.Env = append(c.Env, corev1.EnvVar{Name: envUsageStatsExtraTags, Value: "kuberay_version=" + opts.version() + ";kuberay_crd=" + spec.OriginatedFrom(rc)})
 	}
 	appendEnvIfAbsent(c, corev1.EnvVar{Name: envDiskUsage, Value: "1"})
 }
@@ -327,7 +341,31 @@ func addProbes(rc *rayv1.RayCluster, c *corev1.Container, head bool, params map[
 	}
 	if c.ReadinessProbe == nil {
 		c.ReadinessProbe = rayProbe(rc, head, params, 10, timeout, 10)
+		if !head && spec.ServedByRayService(rc) {
+			c.ReadinessProbe = serveReadinessProbe(c, params, timeout)
+		}
 	}
+}
+
+// serveReadinessProbe is the readiness probe of a RayService worker: the raylet's health and the Serve
+// proxy's, failing at the first miss so that the serve Service stops sending traffic to a worker whose
+// proxy is gone. It is a command whatever the Ray version, as KubeRay's is.
+func serveReadinessProbe(c *corev1.Container, params map[string]string, timeout int32) *corev1.Probe {
+	agentPort := paramOr(params, "dashboard-agent-listen-port", fmt.Sprint(constants.DefaultDashboardAgentPort))
+	cmd := fmt.Sprintf("wget --tries 1 -T 2 -q -O- http://localhost:%s/api/local_raylet_healthz | grep success", agentPort) +
+		fmt.Sprintf(" && wget --tries 1 -T 10 -q -O- http://localhost:%d/-/healthz | grep success", ServePort(c))
+	return &corev1.Probe{InitialDelaySeconds: 10, TimeoutSeconds: timeout, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"bash", "-c", cmd}}}}
+}
+
+// ServePort is the container's port named "serve", else the Serve proxy's default port.
+func ServePort(c *corev1.Container) int32 {
+	for _, p := range c.Ports {
+		if p.Name == constants.ServePortName {
+			return p.ContainerPort
+		}
+	}
+	return constants.DefaultServePort
 }
 
 func rayProbe(rc *rayv1.RayCluster, head bool, params map[string]string, delay, timeout, failures int32) *corev1.Probe {

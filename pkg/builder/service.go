@@ -140,12 +140,6 @@ func mergeMaps(base, over map[string]string) map[string]string {
 	return out
 }
 
-// Labels of the serve Service.
-const (
-	labelOriginatedFromCRName = "ray.io/originated-from-cr-name"
-	labelServe                = "ray.io/serve"
-)
-
 // ServeService is the Service in front of Ray Serve on every pod of the cluster, created when the cluster
 // has the ray.io/enable-serve-service annotation "true", else nil. Its ports are the head's ports named
 // "serve" or "serve-*".
@@ -162,10 +156,10 @@ func ServeService(rc *rayv1.RayCluster) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: objectMeta(rc, names.ServeService(rc.Name), map[string]string{
-			constants.LabelCluster:           rc.Name,
-			labelOriginatedFromCRName:        rc.Name,
-			constants.LabelOriginatedFromCRD: "RayCluster",
-			labelServe:                       rc.Name + "-serve",
+			constants.LabelCluster:              rc.Name,
+			constants.LabelOriginatedFromCRName: rc.Name,
+			constants.LabelOriginatedFromCRD:    "RayCluster",
+			constants.LabelServe:                rc.Name + "-serve",
 		}),
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{constants.LabelCluster: rc.Name},

@@ -240,6 +240,12 @@ const (
 	AnnotationInitializingTimeout = "ray.io/initializing-timeout"
 	// OriginatedFromRayService is the ray.io/originated-from-crd value of objects created for a RayService.
 	OriginatedFromRayService = "RayService"
+	// LabelServe on a pod of a RayService's cluster says whether the serve Service sends it traffic: "true"
+	// on workers (their readiness probe checks the Serve proxy), on the head as its proxy's health check says.
+	LabelServe = "ray.io/serve"
+	// ServePortName is the Ray container port of the Serve proxy; DefaultServePort when the container has
+	// none.
+	ServePortName = "serve"
 )
 
 // RayJob labels, values, finalizer and submitter names, as KubeRay's RayJob controller writes them.

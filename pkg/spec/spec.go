@@ -88,6 +88,20 @@ func UpdatesPods(rc *rayv1.RayCluster) bool {
 	return upgradeType(rc) != rayv1.RayClusterUpgradeNone
 }
 
+// OriginatedFrom is the kind of KubeRay object rc was created for (its ray.io/originated-from-crd label):
+// RayCluster when it has none.
+func OriginatedFrom(rc *rayv1.RayCluster) string {
+	if v := rc.Labels[constants.LabelOriginatedFromCRD]; v == constants.OriginatedFromRayJob || v == constants.OriginatedFromRayService {
+		return v
+	}
+	return "RayCluster"
+}
+
+// ServedByRayService reports whether rc is a cluster of a RayService, whose pods carry the ray.io/serve label.
+func ServedByRayService(rc *rayv1.RayCluster) bool {
+	return OriginatedFrom(rc) == constants.OriginatedFromRayService
+}
+
 // AutoscalingEnabled reports whether the in-tree Ray autoscaler is on.
 func AutoscalingEnabled(rc *rayv1.RayCluster) bool {
 	return rc.Spec.EnableInTreeAutoscaling != nil && *rc.Spec.EnableInTreeAutoscaling
