@@ -25,6 +25,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/rayjob"
+	"github.com/kray-project/kray/internal/controller/rayservice"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -53,6 +54,9 @@ type options struct {
 	secureMetrics bool
 	rayGCSAddress string
 	rayDashboard  string
+	serveProbe    string
+	serviceWorker int
+	zeroDowntime  bool
 	redisCleanup  bool
 	initInjection bool
 	probes        bool
@@ -67,6 +71,11 @@ const (
 	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
 	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
 )
+
+// zeroDowntimeDefault is KubeRay's ENABLE_ZERO_DOWNTIME: on unless "false" in any case.
+func zeroDowntimeDefault(getenv func(string) string) bool {
+	return !strings.EqualFold(getenv(constants.EnvEnableZeroDowntime), "false")
+}
 
 // envDefaults are the flag defaults that KubeRay's environment variables set: DELETE_RAYJOB_CR_AFTER_JOB_FINISHES
 // is on only when "true" in any case, as in KubeRay; a grace period that is not a positive whole number of
@@ -101,7 +110,10 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
 	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
-	fs.StringVar(&o.rayDashboard, "ray-dashboard-address", "", "http://host:port of the Ray dashboard used for the Job API calls of every RayJob, instead of each cluster's head Service; for an operator running outside the cluster network")
+	fs.StringVar(&o.rayDashboard, "ray-dashboard-address", "", "http://host:port of the Ray dashboard used for the Job and Serve API calls, instead of each cluster's head Service; {namespace} and {cluster} are replaced by the cluster's, so one address can tell clusters apart; for an operator running outside the cluster network")
+	fs.StringVar(&o.serveProbe, "ray-serve-probe-address", "", "http://host:port of the Serve proxy health check of RayService head pods ("+dashboard.ServeHealthPath+" is appended), instead of http://<pod IP>:<serve port>; {namespace} and {pod} are replaced by the pod's; for an operator running outside the cluster network")
+	fs.IntVar(&o.serviceWorker, "rayservice-max-concurrent-reconciles", 4, "RayServices reconciled in parallel, by workers of their own")
+	fs.BoolVar(&o.zeroDowntime, "enable-zero-downtime", zeroDowntimeDefault(getenv), "a RayService without an upgradeStrategy prepares a new cluster for a changed cluster spec and switches to it once it serves; false acts as upgradeStrategy None; default from "+constants.EnvEnableZeroDowntime)
 	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", true, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted (KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP)")
 	fs.BoolVar(&o.initInjection, "enable-init-container-injection", true, "add the wait-gcs-ready init container to worker pods (KubeRay's ENABLE_INIT_CONTAINER_INJECTION); it is left out under upgradeStrategy RollingUpdate anyway")
 	fs.BoolVar(&o.probes, "enable-probes-injection", true, "add liveness and readiness probes to Ray containers that have none (KubeRay's ENABLE_PROBES_INJECTION)")
@@ -121,8 +133,13 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	if o.resync < time.Second {
 		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
 	}
-	if o.rayDashboard != "" && !strings.HasPrefix(o.rayDashboard, "http://") && !strings.HasPrefix(o.rayDashboard, "https://") {
-		return o, zopts, fmt.Errorf("--ray-dashboard-address must be an http:// or https:// URL, got %q", o.rayDashboard)
+	for flagName, v := range map[string]string{"ray-dashboard-address": o.rayDashboard, "ray-serve-probe-address": o.serveProbe} {
+		if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return o, zopts, fmt.Errorf("--%s must be an http:// or https:// URL, got %q", flagName, v)
+		}
+	}
+	if o.serviceWorker < 1 {
+		return o, zopts, fmt.Errorf("--rayservice-max-concurrent-reconciles must be at least 1, got %d", o.serviceWorker)
 	}
 	if o.concurrency < 1 {
 		return o, zopts, fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.concurrency)
@@ -230,6 +247,21 @@ func run(o options) error {
 	}
 	if err := jobs.SetupWithManager(mgr, o.jobWorkers); err != nil {
 		return fmt.Errorf("set up RayJob controller: %w", err)
+	}
+	services := &rayservice.Reconciler{
+		Cache:             mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Writer:            shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Events:            shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayServiceControllerName)},
+		Dashboards:        dashboard.HTTPDialer{HTTP: &http.Client{}},
+		ProbeHTTP:         &http.Client{},
+		DashboardAddress:  o.rayDashboard,
+		ServeProbeAddress: o.serveProbe,
+		Options:           r.Options,
+		ZeroDowntime:      o.zeroDowntime,
+	}
+	if err := services.SetupWithManager(mgr, o.serviceWorker); err != nil {
+		return fmt.Errorf("set up RayService controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -240,6 +240,15 @@ const (
 	AnnotationInitializingTimeout = "ray.io/initializing-timeout"
 	// OriginatedFromRayService is the ray.io/originated-from-crd value of objects created for a RayService.
 	OriginatedFromRayService = "RayService"
+	// AnnotationClusterHash on a RayService's cluster is the hash of the rayClusterConfig it was built from,
+	// replica fields left out; AnnotationNumWorkerGroups the number of its worker groups then, so that
+	// appended groups are told from other changes; AnnotationKubeRayVersion how the hash was computed.
+	AnnotationClusterHash     = "ray.io/hash-without-replicas-and-workers-to-delete"
+	AnnotationNumWorkerGroups = "ray.io/num-worker-groups"
+	AnnotationKubeRayVersion  = "ray.io/kuberay-version"
+	// AnnotationDeletionDeadline on a cluster a RayService no longer serves from is when it is deleted
+	// (RFC 3339), kept on the cluster so that an operator restart does not reset it.
+	AnnotationDeletionDeadline = "kray.io/deletion-deadline"
 	// LabelServe on a pod of a RayService's cluster says whether the serve Service sends it traffic: "true"
 	// on workers (their readiness probe checks the Serve proxy), on the head as its proxy's health check says.
 	LabelServe = "ray.io/serve"
@@ -288,3 +297,23 @@ const (
 	EventStoppedRayJob                 = "StoppedRayJob"
 	EventFailedToStopRayJob            = "FailedToStopRayJob"
 )
+
+// RayService event reasons, KubeRay's (shared ones above: CreatedRayCluster, UpdatedRayCluster,
+// DeletedRayCluster, CreatedService, UpdatedService and their failures).
+const (
+	EventInvalidRayServiceMetadata       = "InvalidRayServiceMetadata"
+	EventInvalidRayServiceSpec           = "InvalidRayServiceSpec"
+	EventUpdatedServeApplications        = "UpdatedServeApplications"
+	EventFailedToUpdateServeApplications = "FailedToUpdateServeApplications"
+	EventUpdatedHeadPodServeLabel        = "UpdatedHeadPodServeLabel"
+	EventFailedToUpdateHeadPodServeLabel = "FailedToUpdateHeadPodServeLabel"
+	EventRayServiceInitializingTimeout   = "RayServiceInitializingTimeout"
+	EventFailedToGetServeApplications    = "FailedToGetServeApplications"
+)
+
+// RayServiceControllerName is the RayService controller's name in events and metrics.
+const RayServiceControllerName = "kray-rayservice"
+
+// EnvEnableZeroDowntime is KubeRay's operator setting that, when "false", makes a RayService without an
+// upgradeStrategy never prepare a new cluster (as upgradeStrategy None).
+const EnvEnableZeroDowntime = "ENABLE_ZERO_DOWNTIME"

@@ -219,3 +219,13 @@ func (c *Client) peerName() string {
 	}
 	return c.peer
 }
+
+// Address is an operator-level address template with its {namespace}, {cluster} and {pod} placeholders
+// replaced by vars' values; a template without placeholders is the same address for every cluster.
+func Address(template string, vars map[string]string) string {
+	out := template
+	for k, v := range vars {
+		out = strings.ReplaceAll(out, "{"+k+"}", v)
+	}
+	return strings.TrimSuffix(out, "/")
+}

@@ -156,3 +156,16 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("closed dashboard: err = %v, want a transport error distinct from ErrNotFound", err)
 	}
 }
+
+func TestAddress(t *testing.T) {
+	vars := map[string]string{"namespace": "ns", "cluster": "c"}
+	for template, want := range map[string]string{
+		"http://127.0.0.1:8265/":                        "http://127.0.0.1:8265",
+		"http://127.0.0.1:8265/c/{namespace}/{cluster}": "http://127.0.0.1:8265/c/ns/c",
+		"http://{cluster}-head-svc.{namespace}:8265":    "http://c-head-svc.ns:8265",
+	} {
+		if got := Address(template, vars); got != want {
+			t.Errorf("Address(%q) = %q, want %q", template, got, want)
+		}
+	}
+}

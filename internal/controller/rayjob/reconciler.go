@@ -46,8 +46,9 @@ type Reconciler struct {
 	Events shared.Events
 	// Dashboards opens a cluster's dashboard Job API.
 	Dashboards dashboard.Dialer
-	// DashboardAddress, when set (http://host:port), replaces every cluster's dashboard address for the
-	// operator's own calls, for an operator outside the cluster network.
+	// DashboardAddress, when set (http://host:port, with {namespace} and {cluster} replaced by the
+	// cluster's), replaces every cluster's dashboard address for the operator's own calls, for an operator
+	// outside the cluster network.
 	DashboardAddress string
 	Options          builder.Options
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
@@ -229,7 +230,7 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 
 // jobAPI opens the dashboard of rc with the token its auth asks for.
 func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.RayCluster) (dashboard.JobAPI, error) {
-	base := r.DashboardAddress
+	base := dashboard.Address(r.DashboardAddress, map[string]string{"namespace": rc.Namespace, "cluster": rc.Name})
 	if base == "" {
 		if job.Status.DashboardURL == "" {
 			return nil, errors.New("the RayJob has no dashboard address yet")

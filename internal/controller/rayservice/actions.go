@@ -1,0 +1,175 @@
+package rayservice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// act makes the writes of actions in order and returns the events they earn (recorded whatever happens to
+// the status write, since the writes happened) and their errors. An action that fails does not stop the
+// others.
+func (r *Reconciler) act(ctx context.Context, svc *rayv1.RayService, o Observed, actions []Action) ([]shared.Event, error) {
+	var events []shared.Event
+	var errs []error
+	for _, a := range actions {
+		ev, err := r.do(ctx, svc, o, a)
+		if ev != nil {
+			events = append(events, *ev)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", a.Kind, a.Name, err))
+		}
+	}
+	return events, errors.Join(errs...)
+}
+
+// do makes one action's write and returns the event it earns, if any.
+func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, a Action) (*shared.Event, error) {
+	ref := fmt.Sprintf("%s/%s", svc.Namespace, a.Name)
+	switch a.Kind {
+	case CreateCluster:
+		err := r.Writer.Create(ctx, a.Cluster)
+		if apierrors.IsAlreadyExists(err) {
+			return nil, r.checkOwned(ctx, svc, &rayv1.RayCluster{}, a.Name) // created before; the cache is behind
+		}
+		if err != nil {
+			return warning(constants.EventFailedToCreateRayCluster, "Failed to create the RayCluster %s: %v", ref, err), err
+		}
+		return normal(constants.EventCreatedRayCluster, "Created the RayCluster %s", ref), nil
+	case UpdateCluster:
+		if err := r.Writer.Update(ctx, a.Cluster); err != nil {
+			return warning(constants.EventFailedToUpdateRayCluster, "Failed to update the RayCluster %s: %v", ref, err), err
+		}
+		return normal(constants.EventUpdatedRayCluster, "Updated the RayCluster %s in place", ref), nil
+	case DeleteCluster:
+		uid := a.Cluster.UID
+		err := r.Writer.Delete(ctx, a.Cluster, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return warning(constants.EventFailedToDeleteRayCluster, "Failed to delete the RayCluster %s: %v", ref, err), err
+		}
+		return normal(constants.EventDeletedRayCluster, "Deleted the RayCluster %s, which no longer serves", ref), nil
+	case MarkCluster:
+		var deadline *string
+		if !a.Deadline.IsZero() {
+			v := a.Deadline.UTC().Format("2006-01-02T15:04:05Z07:00")
+			deadline = &v
+		}
+		return nil, r.patchMeta(ctx, a.Cluster, "annotations", constants.AnnotationDeletionDeadline, deadline)
+	case ApplyServe:
+		return r.applyServe(ctx, svc, o.Clusters[a.Name], a.Config)
+	case LabelHead:
+		if err := r.patchMeta(ctx, a.Pod, "labels", constants.LabelServe, &a.Value); err != nil {
+			return warning(constants.EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
+		}
+		return normal(constants.EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name), nil
+	case SyncService:
+		return r.syncService(ctx, svc, o, a.Service)
+	}
+	return nil, fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// applyServe puts config on rc's Serve API and remembers it on success.
+func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *rayv1.RayCluster, config string) (*shared.Event, error) {
+	ref := fmt.Sprintf("RayCluster %s/%s", rc.Namespace, rc.Name)
+	body, err := dashboard.ServeConfigJSON(config)
+	if err == nil {
+		var api dashboard.ServeAPI
+		if api, err = r.serveAPI(ctx, rc); err == nil {
+			err = api.Apply(ctx, body)
+		}
+	}
+	if err != nil {
+		// Reported and tried again at the next poll, not retried with backoff: the config or Serve must
+		// change first.
+		return warning(constants.EventFailedToUpdateServeApplications, "Failed to apply serveConfigV2 on %s: %v", ref, err), nil
+	}
+	r.applied.set(client.ObjectKeyFromObject(svc), rc.Name, config)
+	return normal(constants.EventUpdatedServeApplications, "Applied serveConfigV2 on %s", ref), nil
+}
+
+// syncService creates desired, or points the RayService's live Service at desired's cluster: the selector,
+// the ports and the type as desired, the cluster IPs and node ports as they are, the ray.io/cluster label
+// updated and any other metadata left alone. A Service of that name the RayService does not control is
+// never changed.
+func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o Observed, desired *corev1.Service) (*shared.Event, error) {
+	ref := fmt.Sprintf("%s/%s", desired.Namespace, desired.Name)
+	live := o.HeadService
+	if desired.Name != HeadServiceName(svc) {
+		live = o.ServeService
+	}
+	if live == nil {
+		err := r.Writer.Create(ctx, desired)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			return nil, r.checkOwned(ctx, svc, &corev1.Service{}, desired.Name)
+		case err != nil:
+			return warning(constants.EventFailedToCreateService, "Failed to create Service %s: %v", ref, err), err
+		}
+		return normal(constants.EventCreatedService, "Created Service %s for RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+	}
+	updated := live.DeepCopy()
+	updated.Labels[constants.LabelCluster] = desired.Labels[constants.LabelCluster]
+	spec := desired.Spec.DeepCopy()
+	spec.ClusterIP, spec.ClusterIPs = live.Spec.ClusterIP, live.Spec.ClusterIPs
+	spec.IPFamilies, spec.IPFamilyPolicy = live.Spec.IPFamilies, live.Spec.IPFamilyPolicy
+	spec.HealthCheckNodePort = live.Spec.HealthCheckNodePort
+	for i := range spec.Ports {
+		for _, lp := range live.Spec.Ports {
+			if lp.Name == spec.Ports[i].Name {
+				spec.Ports[i].NodePort = lp.NodePort
+			}
+		}
+	}
+	updated.Spec = *spec
+	if err := r.Writer.Update(ctx, updated); err != nil {
+		return warning(constants.EventFailedToUpdateService, "Failed to point Service %s at RayCluster %s: %v", ref, desired.Labels[constants.LabelCluster], err), err
+	}
+	return normal(constants.EventUpdatedService, "Pointed Service %s at RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+}
+
+// checkOwned reads obj (named name) from the API server after a create found it existing: nil when the
+// RayService controls it (the cache had not caught up), else an error saying whose it is not.
+func (r *Reconciler) checkOwned(ctx context.Context, svc *rayv1.RayService, obj client.Object, name string) error {
+	key := client.ObjectKey{Namespace: svc.Namespace, Name: name}
+	if err := r.APIReader.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("read %s after its create found it existing: %w", key, err)
+	}
+	if !shared.OwnedBy(obj, svc) {
+		return fmt.Errorf("%s exists and is not controlled by RayService %s/%s: kray does not use or change it; delete it, or rename the RayService", key, svc.Namespace, svc.Name)
+	}
+	return nil
+}
+
+// patchMeta merge-patches one label or annotation of obj (field "labels" or "annotations"); nil removes it.
+func (r *Reconciler) patchMeta(ctx context.Context, obj client.Object, field, key string, value *string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{field: map[string]*string{key: value}}})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(r.Writer.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body)))
+}
+
+func normal(reason, format string, args ...any) *shared.Event {
+	e := shared.Normal(reason, fmt.Sprintf(format, args...))
+	return &e
+}
+
+func warning(reason, format string, args ...any) *shared.Event {
+	e := shared.Warning(reason, fmt.Sprintf(format, args...))
+	return &e
+}

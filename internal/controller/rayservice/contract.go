@@ -1,0 +1,104 @@
+package rayservice
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// Timing of the RayService controller.
+const (
+	// PollInterval is how often a RayService is looked at again: Serve's application statuses and the head
+	// proxies' health have no watch (KubeRay's 2 s).
+	PollInterval = 2 * time.Second
+	// DefaultDeletionDelay is how long a cluster that no longer serves is kept when
+	// rayClusterDeletionDelaySeconds is unset.
+	DefaultDeletionDelay = 60 * time.Second
+)
+
+// ServeRead is one cluster's answer to the Serve API's GET: the details, or why there are none.
+type ServeRead struct {
+	Details *dashboard.ServeDetails
+	Err     error
+}
+
+// Observed is what the reconciler read for one RayService: the inputs of Next.
+type Observed struct {
+	// Service is the RayService as read; Next never changes it.
+	Service *rayv1.RayService
+	// Clusters are the RayClusters the RayService controls, by name.
+	Clusters map[string]*rayv1.RayCluster
+	// Pods are the pods of the RayService's active and pending clusters.
+	Pods []corev1.Pod
+	// Serve is the Serve API's answer of the cluster ServeTarget names, by cluster name.
+	Serve map[string]ServeRead
+	// ProxyHealthy is the health of each probed head pod's Serve proxy, by pod name.
+	ProxyHealthy map[string]bool
+	// HeadService and ServeService are the RayService's Services, nil when absent or not its own.
+	HeadService, ServeService *corev1.Service
+	// Applied is the serveConfigV2 each cluster last accepted, by cluster name (kept in memory).
+	Applied map[string]string
+	// Now is the reconcile's clock.
+	Now time.Time
+	// Suffix is a fresh random name suffix, used when a new cluster needs a name.
+	Suffix string
+	// Options are the builders' operator-level settings.
+	Options builder.Options
+	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME: whether a RayService without an upgradeStrategy
+	// prepares a new cluster for a changed cluster spec.
+	ZeroDowntime bool
+}
+
+// ActionKind names a write Next asks for.
+type ActionKind string
+
+// The actions of a Decision.
+const (
+	CreateCluster ActionKind = "CreateCluster"
+	// UpdateCluster rebuilds a cluster's spec, labels and annotations in place (Action.Cluster).
+	UpdateCluster ActionKind = "UpdateCluster"
+	DeleteCluster ActionKind = "DeleteCluster"
+	// MarkCluster sets (Action.Deadline) or clears (zero) the deletion deadline of a cluster.
+	MarkCluster ActionKind = "MarkCluster"
+	// ApplyServe puts serveConfigV2 on the cluster named Action.Name.
+	ApplyServe ActionKind = "ApplyServe"
+	// LabelHead sets the ray.io/serve label of the head pod Action.Pod to Action.Value.
+	LabelHead ActionKind = "LabelHead"
+	// SyncService creates Action.Service, or points the live one at its cluster.
+	SyncService ActionKind = "SyncService"
+)
+
+// Action is one write Next asks for, with what it writes.
+type Action struct {
+	Kind     ActionKind
+	Name     string
+	Cluster  *rayv1.RayCluster
+	Pod      *corev1.Pod
+	Value    string
+	Service  *corev1.Service
+	Deadline time.Time
+	Config   string
+}
+
+// Decision is Next's answer: the status to write, the writes to make, the events and when to look again.
+type Decision struct {
+	Status       rayv1.RayServiceStatuses
+	Actions      []Action
+	Events       []shared.Event
+	RequeueAfter time.Duration
+	// Invalid is set when the spec was refused: nothing is written, the status stays as it was.
+	Invalid bool
+}
+
+// wantRequeue keeps the earliest of the requeues asked for.
+func (d *Decision) wantRequeue(after time.Duration) {
+	after = max(after, 100*time.Millisecond)
+	if d.RequeueAfter == 0 || after < d.RequeueAfter {
+		d.RequeueAfter = after
+	}
+}

@@ -1,0 +1,451 @@
+package rayservice
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const serveConfig = "applications:\n  - name: fruit\n    import_path: fruit:app\n"
+
+// service is a valid RayService with one worker group.
+func service(mutate ...func(*rayv1.RayService)) *rayv1.RayService {
+	svc := &rayv1.RayService{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns", UID: "svc-uid", Generation: 1, CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rayv1.RayServiceSpec{
+			ServeConfigV2: serveConfig,
+			RayClusterSpec: rayv1.RayClusterSpec{
+				HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "ray-head", Image: "rayproject/ray:2.46.0",
+					Ports: []corev1.ContainerPort{{Name: "dashboard", ContainerPort: 8265}, {Name: "serve", ContainerPort: 8000}},
+				}}}}},
+				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{GroupName: "small", Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](5),
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker", Image: "rayproject/ray:2.46.0"}}}}}},
+			},
+		},
+	}
+	for _, m := range mutate {
+		m(svc)
+	}
+	return svc
+}
+
+// world is what a test observes: the RayService and its clusters, pods, Services and Serve answers.
+type world struct {
+	svc      *rayv1.RayService
+	clusters map[string]*rayv1.RayCluster
+	pods     []corev1.Pod
+	serve    map[string]ServeRead
+	healthy  map[string]bool
+	head     *corev1.Service
+	serveSvc *corev1.Service
+	applied  map[string]string
+	now      time.Time
+	names    int
+}
+
+func newWorld(svc *rayv1.RayService) *world {
+	return &world{svc: svc, clusters: map[string]*rayv1.RayCluster{}, serve: map[string]ServeRead{}, healthy: map[string]bool{}, applied: map[string]string{}, now: t0}
+}
+
+func (w *world) observed() Observed {
+	w.names++
+	return Observed{Service: w.svc, Clusters: w.clusters, Pods: w.pods, Serve: w.serve, ProxyHealthy: w.healthy,
+		HeadService: w.head, ServeService: w.serveSvc, Applied: w.applied, Now: w.now, Suffix: fmt.Sprintf("n%04d", w.names), ZeroDowntime: true}
+}
+
+// step runs Next and stores its status, as a successful status write would.
+func (w *world) step(t *testing.T) Decision {
+	t.Helper()
+	d := Next(w.observed())
+	w.svc = w.svc.DeepCopy()
+	w.svc.Status = d.Status
+	return d
+}
+
+// addCluster makes the cluster named name exist, built from the current spec, with a ready head and one
+// ready worker.
+func (w *world) addCluster(name string) *rayv1.RayCluster {
+	rc := Cluster(w.svc, name)
+	rc.UID = types.UID(name + "-uid")
+	w.clusters[name] = rc
+	w.pods = append(w.pods, pod(name, constants.NodeTypeHead, "false"), pod(name, constants.NodeTypeWorker, "true"))
+	return rc
+}
+
+func pod(cluster, nodeType, serve string) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-" + nodeType, Namespace: "ns",
+			Labels: map[string]string{constants.LabelCluster: cluster, constants.LabelNodeType: nodeType, constants.LabelServe: serve}},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "ray"}}},
+		Status: corev1.PodStatus{PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// running makes cluster's Serve report every application RUNNING, with the current config applied.
+func (w *world) running(cluster string) {
+	w.serve[cluster] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "RUNNING"}}}}
+	w.applied[cluster] = w.svc.Spec.ServeConfigV2
+}
+
+// apply makes the live Services what a SyncService action of d would leave.
+func (w *world) apply(d Decision) {
+	for _, a := range d.Actions {
+		if a.Kind != SyncService {
+			continue
+		}
+		if a.Service.Name == HeadServiceName(w.svc) {
+			w.head = a.Service
+		} else {
+			w.serveSvc = a.Service
+		}
+	}
+}
+
+func kinds(d Decision) []string {
+	var out []string
+	for _, a := range d.Actions {
+		out = append(out, string(a.Kind)+" "+a.Name)
+	}
+	return out
+}
+
+func has(d Decision, kind ActionKind) *Action {
+	for i := range d.Actions {
+		if d.Actions[i].Kind == kind {
+			return &d.Actions[i]
+		}
+	}
+	return nil
+}
+
+func condition(st rayv1.RayServiceStatuses, t rayv1.RayServiceConditionType) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, string(t))
+}
+
+// A new RayService names its first cluster in the status, and creates it only once that name is stored;
+// the cluster serves once Serve runs its applications, the Services follow, and then it becomes active.
+func TestFirstCluster(t *testing.T) {
+	w := newWorld(service())
+	d := w.step(t)
+	name := d.Status.PendingServiceStatus.RayClusterName
+	if name != "svc-n0001" || len(d.Actions) != 0 {
+		t.Fatalf("first step: pending %q, actions %v; want a name and nothing created", name, kinds(d))
+	}
+	if c := condition(d.Status, rayv1.RayServiceReady); c == nil || c.Reason != string(rayv1.RayServiceInitializing) {
+		t.Errorf("Ready = %+v, want Initializing", c)
+	}
+	d = w.step(t)
+	if a := has(d, CreateCluster); a == nil || a.Name != name || a.Cluster.Annotations[constants.AnnotationClusterHash] != ClusterHash(&w.svc.Spec.RayClusterSpec) {
+		t.Fatalf("second step: %v, want the named cluster created with its hash", kinds(d))
+	}
+	w.addCluster(name)
+	w.serve[name] = ServeRead{Details: &dashboard.ServeDetails{}}
+	d = w.step(t)
+	if a := has(d, ApplyServe); a == nil || a.Name != name || a.Config != serveConfig {
+		t.Fatalf("head ready, no applications: %v, want the config applied", kinds(d))
+	}
+	if has(d, SyncService) != nil {
+		t.Errorf("Services made before the applications run: %v", kinds(d))
+	}
+	w.applied[name] = serveConfig
+	w.serve[name] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "DEPLOYING"}}}}
+	d = w.step(t)
+	if len(d.Actions) != 0 || d.Status.PendingServiceStatus.Applications["fruit"].Status != "DEPLOYING" {
+		t.Fatalf("deploying: %v, applications %+v", kinds(d), d.Status.PendingServiceStatus.Applications)
+	}
+	w.running(name)
+	d = w.step(t)
+	if got := kinds(d); len(got) != 2 || has(d, SyncService) == nil {
+		t.Fatalf("running: %v, want both Services created", got)
+	}
+	w.apply(d)
+	d = w.step(t)
+	if d.Status.ActiveServiceStatus.RayClusterName != name || d.Status.PendingServiceStatus.RayClusterName != "" {
+		t.Fatalf("Services on the cluster: active %q pending %q, want it promoted", d.Status.ActiveServiceStatus.RayClusterName, d.Status.PendingServiceStatus.RayClusterName)
+	}
+	if c := condition(d.Status, rayv1.RayServiceReady); c.Status != metav1.ConditionTrue || d.Status.NumServeEndpoints != 1 || d.Status.ServiceStatus != rayv1.Running {
+		t.Errorf("Ready %+v, endpoints %d, serviceStatus %q", c, d.Status.NumServeEndpoints, d.Status.ServiceStatus)
+	}
+	if c := condition(d.Status, rayv1.UpgradeInProgress); c.Status != metav1.ConditionFalse || c.Reason != string(rayv1.NoPendingCluster) {
+		t.Errorf("UpgradeInProgress %+v", c)
+	}
+	if d = w.step(t); len(d.Actions) != 0 {
+		t.Errorf("settled: %v, want no write", kinds(d))
+	}
+}
+
+// serving is a world whose RayService serves from one active cluster, with both Services on it.
+func serving(t *testing.T, mutate ...func(*rayv1.RayService)) (*world, string) {
+	t.Helper()
+	w := newWorld(service(mutate...))
+	w.step(t)
+	name := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.addCluster(name)
+	w.running(name)
+	w.apply(w.step(t))
+	w.step(t)
+	if w.svc.Status.ActiveServiceStatus.RayClusterName != name {
+		t.Fatalf("setup: not serving from %s: %+v", name, w.svc.Status)
+	}
+	return w, name
+}
+
+// How a spec change reaches the clusters: replica fields alone change nothing, appended worker groups
+// update the cluster in place, anything else prepares a new cluster (unless upgradeStrategy None).
+func TestSpecChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		strategy *rayv1.RayServiceUpgradeType
+		edit     func(*rayv1.RayClusterSpec)
+		want     string // "", "update" or "new"
+	}{
+		{"replicas", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) }, ""},
+		{"min and max", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](9) }, ""},
+		{"workersToDelete", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs[0].ScaleStrategy.WorkersToDelete = []string{"x"} }, ""},
+		{"group appended", nil, func(s *rayv1.RayClusterSpec) {
+			g := s.WorkerGroupSpecs[0].DeepCopy()
+			g.GroupName = "big"
+			s.WorkerGroupSpecs = append(s.WorkerGroupSpecs, *g)
+		}, "update"},
+		{"image", nil, func(s *rayv1.RayClusterSpec) { s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, "new"},
+		{"group removed", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs = nil }, "new"},
+		{"image, NewCluster", ptr.To(rayv1.NewCluster), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, "new"},
+		{"image, None", ptr.To(rayv1.None), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
+		{"image, incremental (not served)", ptr.To(rayv1.NewClusterWithIncrementalUpgrade), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, active := serving(t, func(s *rayv1.RayService) {
+				if tc.strategy != nil {
+					s.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: tc.strategy}
+				}
+			})
+			w.svc = w.svc.DeepCopy()
+			tc.edit(&w.svc.Spec.RayClusterSpec)
+			d := w.step(t)
+			pending := d.Status.PendingServiceStatus.RayClusterName
+			switch tc.want {
+			case "":
+				if len(d.Actions) != 0 || pending != "" {
+					t.Errorf("actions %v, pending %q; want nothing", kinds(d), pending)
+				}
+			case "update":
+				if a := has(d, UpdateCluster); a == nil || a.Name != active || len(a.Cluster.Spec.WorkerGroupSpecs) != 2 || pending != "" {
+					t.Errorf("actions %v, pending %q; want %s updated in place", kinds(d), pending, active)
+				}
+			case "new":
+				if pending == "" || pending == active || has(d, CreateCluster) != nil {
+					t.Errorf("actions %v, pending %q; want a new name stored before any create", kinds(d), pending)
+				}
+				if c := condition(d.Status, rayv1.UpgradeInProgress); c.Status != metav1.ConditionTrue {
+					t.Errorf("UpgradeInProgress %+v", c)
+				}
+			}
+		})
+	}
+}
+
+// An upgrade: the pending cluster is created, gets the applications, and takes the Services only once its
+// applications run and it has a ready serve endpoint; then the old cluster gets a deletion deadline and is
+// deleted once it passed. The active cluster keeps serving throughout.
+func TestUpgradeSwitchesOnlyToAServingCluster(t *testing.T) {
+	w, old := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.now = t0.Add(time.Minute)
+	d := w.step(t)
+	pending := d.Status.PendingServiceStatus.RayClusterName
+	d = w.step(t)
+	if a := has(d, CreateCluster); a == nil || a.Name != pending {
+		t.Fatalf("%v, want %s created", kinds(d), pending)
+	}
+	w.addCluster(pending)
+	// Its worker is not ready yet and Serve runs its applications: no endpoint, no switch.
+	for i := range w.pods {
+		if w.pods[i].Labels[constants.LabelCluster] == pending && w.pods[i].Labels[constants.LabelNodeType] == constants.NodeTypeWorker {
+			w.pods[i].Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+	}
+	w.running(pending)
+	d = w.step(t)
+	if has(d, SyncService) != nil {
+		t.Fatalf("switched to a cluster without a ready serve endpoint: %v", kinds(d))
+	}
+	if c := condition(d.Status, rayv1.UpgradeInProgress); !strings.Contains(c.Message, "ready serve endpoint") {
+		t.Errorf("UpgradeInProgress message %q does not say what it waits for", c.Message)
+	}
+	if c := condition(d.Status, rayv1.RayServiceReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v while the old cluster serves", c)
+	}
+	for i := range w.pods {
+		w.pods[i].Status.Conditions[0].Status = corev1.ConditionTrue
+	}
+	d = w.step(t)
+	if a := has(d, SyncService); a == nil || a.Service.Spec.Selector[constants.LabelCluster] != pending {
+		t.Fatalf("%v, want the Services pointed at %s", kinds(d), pending)
+	}
+	w.apply(d)
+	d = w.step(t)
+	if d.Status.ActiveServiceStatus.RayClusterName != pending || d.Status.PendingServiceStatus.RayClusterName != "" {
+		t.Fatalf("after the switch: %+v", d.Status)
+	}
+	mark := has(d, MarkCluster)
+	if mark == nil || mark.Name != old || !mark.Deadline.Equal(w.now.Add(DefaultDeletionDelay)) || has(d, DeleteCluster) != nil {
+		t.Fatalf("%v, want %s given a deadline %s later", kinds(d), old, DefaultDeletionDelay)
+	}
+	w.clusters[old].Annotations[constants.AnnotationDeletionDeadline] = mark.Deadline.Format(time.RFC3339)
+	w.now = mark.Deadline.Add(-time.Second)
+	if d = w.step(t); has(d, DeleteCluster) != nil || d.RequeueAfter != time.Second {
+		t.Fatalf("before the deadline: %v, requeue %v", kinds(d), d.RequeueAfter)
+	}
+	w.now = mark.Deadline
+	if d = w.step(t); has(d, DeleteCluster) == nil {
+		t.Fatalf("at the deadline: %v, want %s deleted", kinds(d), old)
+	}
+}
+
+// A change during an upgrade replaces the pending cluster with a new one; the replaced one goes like any
+// cluster that no longer serves.
+func TestChangeDuringUpgradeReplacesThePendingCluster(t *testing.T) {
+	w, _ := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.step(t)
+	first := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	w.addCluster(first)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.48.0"
+	w.now = w.now.Add(time.Second)
+	d := w.step(t)
+	second := d.Status.PendingServiceStatus.RayClusterName
+	if second == first || second == "" || has(d, CreateCluster) != nil {
+		t.Fatalf("pending %q (was %q), actions %v", second, first, kinds(d))
+	}
+	if a := has(d, MarkCluster); a == nil || a.Name != first {
+		t.Errorf("%v, want the replaced pending cluster %s marked", kinds(d), first)
+	}
+}
+
+// A head restarted without GCS fault tolerance shows no application: the config is applied again, though
+// the cluster had accepted it.
+func TestEmptiedServeIsAppliedAgain(t *testing.T) {
+	w, name := serving(t)
+	w.serve[name] = ServeRead{Details: &dashboard.ServeDetails{}}
+	if a := has(w.step(t), ApplyServe); a == nil || a.Name != name {
+		t.Fatal("no ApplyServe for a cluster whose Serve lost its applications")
+	}
+	w.running(name)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.ServeConfigV2 = serveConfig + "  - name: math\n    import_path: math:app\n"
+	if a := has(w.step(t), ApplyServe); a == nil || !strings.Contains(a.Config, "math") {
+		t.Fatal("a serve-only edit is not applied to the active cluster")
+	}
+	if w.svc.Status.PendingServiceStatus.RayClusterName != "" {
+		t.Errorf("a serve-only edit prepared a cluster")
+	}
+}
+
+// The head's ray.io/serve label follows its Serve proxy's health; with excludeHeadPodFromServeSvc it stays
+// "false".
+func TestHeadServeLabel(t *testing.T) {
+	w, name := serving(t)
+	head := name + "-head"
+	w.healthy[head] = true
+	a := has(w.step(t), LabelHead)
+	if a == nil || a.Pod.Name != head || a.Value != "true" {
+		t.Fatalf("healthy proxy: %+v", a)
+	}
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.ExcludeHeadPodFromServeSvc = true
+	if a := has(w.step(t), LabelHead); a != nil {
+		t.Errorf("excluded head labelled %+v while its label is already false", a)
+	}
+	if got := ProbedHeads(w.svc, w.pods); len(got) != 0 {
+		t.Errorf("excluded head probed")
+	}
+}
+
+// A RayService that never serves within ray.io/initializing-timeout fails for good and lets its clusters go.
+func TestInitializingTimeout(t *testing.T) {
+	w := newWorld(service(func(s *rayv1.RayService) { s.Annotations = map[string]string{constants.AnnotationInitializingTimeout: "5m"} }))
+	w.step(t)
+	name := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	w.addCluster(name)
+	w.now = t0.Add(4 * time.Minute)
+	if d := w.step(t); d.RequeueAfter > time.Minute || condition(d.Status, rayv1.RayServiceReady).Reason != string(rayv1.RayServiceInitializing) {
+		t.Fatalf("before the timeout: %+v", d.Status.Conditions)
+	}
+	w.now = t0.Add(5 * time.Minute)
+	d := w.step(t)
+	if c := condition(d.Status, rayv1.RayServiceReady); c.Reason != string(rayv1.RayServiceInitializingTimeout) || d.Status.PendingServiceStatus.RayClusterName != "" {
+		t.Fatalf("at the timeout: Ready %+v, pending %q", c, d.Status.PendingServiceStatus.RayClusterName)
+	}
+	if len(d.Events) != 1 || d.Events[0].Reason != constants.EventRayServiceInitializingTimeout {
+		t.Errorf("events %+v", d.Events)
+	}
+	if a := has(d, MarkCluster); a == nil || a.Name != name {
+		t.Errorf("%v, want %s let go", kinds(d), name)
+	}
+	if d = w.step(t); d.Status.PendingServiceStatus.RayClusterName != "" || has(d, CreateCluster) != nil {
+		t.Errorf("after failing: %v, pending %q; want it to stay failed", kinds(d), d.Status.PendingServiceStatus.RayClusterName)
+	}
+}
+
+// An invalid spec is refused with KubeRay's event and nothing else.
+func TestInvalidSpec(t *testing.T) {
+	w := newWorld(service(func(s *rayv1.RayService) { s.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](-1) }))
+	d := w.step(t)
+	if !d.Invalid || len(d.Actions) != 0 || len(d.Events) != 1 || d.Events[0].Reason != constants.EventInvalidRayServiceSpec ||
+		d.Events[0].Message != "The RayService spec is invalid ns/svc: Spec.RayClusterDeletionDelaySeconds should be a non-negative integer, got -1" {
+		t.Errorf("decision %+v", d)
+	}
+}
+
+// A cluster the status still names but that is gone is replaced by a new one.
+func TestLostActiveClusterIsReplaced(t *testing.T) {
+	w, name := serving(t)
+	delete(w.clusters, name)
+	d := w.step(t)
+	if p := d.Status.PendingServiceStatus.RayClusterName; p == "" || p == name || d.Status.ActiveServiceStatus.RayClusterName != "" {
+		t.Errorf("status %+v", d.Status)
+	}
+}
+
+// A cluster KubeRay made (another hash scheme) is rebuilt in place once, never replaced.
+func TestTakenOverClusterIsRebuiltInPlace(t *testing.T) {
+	w, name := serving(t)
+	w.clusters[name].Annotations[constants.AnnotationKubeRayVersion] = "v1.5.0"
+	w.clusters[name].Annotations[constants.AnnotationClusterHash] = "KUBERAYSHASH"
+	d := w.step(t)
+	if a := has(d, UpdateCluster); a == nil || a.Cluster.Annotations[constants.AnnotationKubeRayVersion] != HashScheme || d.Status.PendingServiceStatus.RayClusterName != "" {
+		t.Errorf("%v, pending %q", kinds(d), d.Status.PendingServiceStatus.RayClusterName)
+	}
+}
+
+// A random suffix that gives the name of an existing cluster names nothing: the next reconcile draws again.
+func TestNameCollisionWaitsForAnotherSuffix(t *testing.T) {
+	w, active := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	o := w.observed()
+	o.Suffix = strings.TrimPrefix(active, "svc-")
+	d := Next(o)
+	if p := d.Status.PendingServiceStatus.RayClusterName; p != "" || d.RequeueAfter > time.Second {
+		t.Errorf("pending %q, requeue %v; want no name and a quick retry", p, d.RequeueAfter)
+	}
+}

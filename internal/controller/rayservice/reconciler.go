@@ -1,0 +1,293 @@
+// Package rayservice is the RayService controller: it runs Ray Serve applications on a RayCluster it
+// creates, keeps the RayService's head and serve Services on the cluster that serves, and moves the
+// applications to a new cluster when the cluster spec changes, switching the Services only once the new
+// cluster serves. Its decision (Next) is a pure function; the Reconciler reads, acts and writes the status
+// once.
+package rayservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/apierror"
+	"github.com/kray-project/kray/pkg/authtoken"
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// Reconciler reconciles RayServices.
+type Reconciler struct {
+	// Cache reads RayServices, RayClusters, pods and the RayService's Services from the informer cache.
+	Cache client.Reader
+	// APIReader reads a cluster's auth token Secret, and a Service whose create found it existing.
+	APIReader client.Reader
+	Writer    shared.Writer
+	// Events records events, each repetition once per window.
+	Events shared.Events
+	// Dashboards opens a cluster's dashboard Serve API.
+	Dashboards dashboard.ServeDialer
+	// ProbeHTTP is the HTTP client of the head pods' Serve proxy health checks.
+	ProbeHTTP *http.Client
+	// DashboardAddress, when set, replaces every cluster's dashboard address ({namespace} and {cluster}
+	// replaced by the cluster's), for an operator outside the cluster network.
+	DashboardAddress string
+	// ServeProbeAddress, when set, replaces http://<pod IP>:<serve port> of a head's Serve proxy ({namespace}
+	// and {pod} replaced by the pod's).
+	ServeProbeAddress string
+	Options           builder.Options
+	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME (see Observed).
+	ZeroDowntime bool
+	// Clock is the reconciler's time; nil is the wall clock.
+	Clock clock.PassiveClock
+	// Suffix defaults to a 5-character random string.
+	Suffix func() string
+
+	// applied remembers, per RayService, the serveConfigV2 each of its clusters last accepted.
+	applied appliedConfigs
+}
+
+// Reconcile moves one RayService a step: its clusters, its Serve applications, its Services, its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	svc := &rayv1.RayService{}
+	if err := r.Cache.Get(ctx, req.NamespacedName, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.applied.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if svc.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // its clusters and Services go with it (owner references)
+	}
+	o, err := r.observe(ctx, svc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d := Next(o)
+	if d.Invalid {
+		r.Events.Emit(svc, o.Now, d.Events...)
+		return reconcile.Result{}, nil
+	}
+	events, actErr := r.act(ctx, svc, o, d.Actions)
+	if apierror.NamespaceGoing(actErr) {
+		return reconcile.Result{}, nil
+	}
+	res := reconcile.Result{RequeueAfter: d.RequeueAfter}
+	stored := true
+	if statusChanged(svc.Status, d.Status) {
+		updated := svc.DeepCopy()
+		updated.Status = d.Status
+		updated.Status.LastUpdateTime = &metav1.Time{Time: o.Now.UTC().Truncate(time.Second)}
+		switch err := r.Writer.UpdateStatus(ctx, updated); {
+		case apierrors.IsConflict(err):
+			stored = false
+			res = reconcile.Result{RequeueAfter: shared.ConflictRetry}
+		case err != nil:
+			stored = false
+			actErr = errors.Join(actErr, fmt.Errorf("write the RayService status: %w", err))
+		}
+	}
+	if stored {
+		events = append(d.Events, events...)
+	}
+	r.applied.keep(client.ObjectKeyFromObject(svc), d.Status.ActiveServiceStatus.RayClusterName, d.Status.PendingServiceStatus.RayClusterName)
+	r.Events.Emit(svc, o.Now, events...)
+	if actErr != nil {
+		return reconcile.Result{}, actErr
+	}
+	return res, nil
+}
+
+// statusChanged reports whether next differs from stored in more than the clusters' status copies and
+// lastUpdateTime, which change with every pod of the clusters and are written only along with something
+// else (as KubeRay does).
+func statusChanged(stored, next rayv1.RayServiceStatuses) bool {
+	a, b := stored.DeepCopy(), next.DeepCopy()
+	for _, st := range []*rayv1.RayServiceStatuses{a, b} {
+		st.LastUpdateTime = nil
+		st.ActiveServiceStatus.RayClusterStatus = rayv1.RayClusterStatus{}
+		st.PendingServiceStatus.RayClusterStatus = rayv1.RayClusterStatus{}
+	}
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// observe reads what Next decides from: the RayService's clusters and their pods, its Services, the serving
+// cluster's Serve applications and the heads' Serve proxies.
+func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observed, error) {
+	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime,
+		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{},
+		Applied: r.applied.get(client.ObjectKeyFromObject(svc))}
+	list := &rayv1.RayClusterList{}
+	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService, constants.LabelOriginatedFromCRName: svc.Name,
+	}); err != nil {
+		return o, fmt.Errorf("list the RayService's clusters: %w", err)
+	}
+	for i := range list.Items {
+		if rc := &list.Items[i]; shared.OwnedBy(rc, svc) {
+			o.Clusters[rc.Name] = rc
+		}
+	}
+	for _, name := range []string{svc.Status.ActiveServiceStatus.RayClusterName, svc.Status.PendingServiceStatus.RayClusterName} {
+		if name == "" {
+			continue
+		}
+		pods := &corev1.PodList{}
+		if err := r.Cache.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingLabels{constants.LabelCluster: name}); err != nil {
+			return o, fmt.Errorf("list the pods of RayCluster %s: %w", name, err)
+		}
+		o.Pods = append(o.Pods, pods.Items...)
+	}
+	var err error
+	if o.HeadService, err = r.ownService(ctx, svc, HeadServiceName(svc)); err != nil {
+		return o, err
+	}
+	if o.ServeService, err = r.ownService(ctx, svc, ServeServiceName(svc)); err != nil {
+		return o, err
+	}
+	if name := ServeTarget(svc, o.Clusters, r.ZeroDowntime); name != "" && podServes(headPod(o.Pods, name)) {
+		read := ServeRead{}
+		if api, err := r.serveAPI(ctx, o.Clusters[name]); err != nil {
+			read.Err = err
+		} else {
+			read.Details, read.Err = api.Applications(ctx)
+		}
+		o.Serve[name] = read
+	}
+	for _, head := range ProbedHeads(svc, o.Pods) {
+		o.ProxyHealthy[head.Name], _ = dashboard.ProbeServeProxy(ctx, r.probeHTTP(), r.probeAddress(head))
+	}
+	return o, nil
+}
+
+// ownService reads the RayService's Service name from the cache: nil when absent or controlled by another
+// object (whose create then fails and is reported).
+func (r *Reconciler) ownService(ctx context.Context, svc *rayv1.RayService, name string) (*corev1.Service, error) {
+	s := &corev1.Service{}
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, s); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read Service %s: %w", name, err)
+	case !shared.OwnedBy(s, svc):
+		return nil, nil
+	}
+	return s, nil
+}
+
+// serveAPI opens the Serve API of rc's dashboard, with the token rc's auth asks for.
+func (r *Reconciler) serveAPI(ctx context.Context, rc *rayv1.RayCluster) (dashboard.ServeAPI, error) {
+	base := dashboard.Address(r.DashboardAddress, map[string]string{"namespace": rc.Namespace, "cluster": rc.Name})
+	if base == "" {
+		port, ok := builder.DashboardPort(rc)
+		if !ok {
+			return nil, errors.New("the head container's ports name no \"dashboard\" port")
+		}
+		base = fmt.Sprintf("http://%s:%d", builder.HeadServiceFQDN(rc, r.Options), port)
+	}
+	token, err := authtoken.Read(ctx, r.APIReader, rc)
+	if err != nil {
+		return nil, err
+	}
+	return r.Dashboards.Serve(base, token), nil
+}
+
+// probeAddress is the base URL of head's Serve proxy.
+func (r *Reconciler) probeAddress(head *corev1.Pod) string {
+	if r.ServeProbeAddress != "" {
+		return dashboard.Address(r.ServeProbeAddress, map[string]string{"namespace": head.Namespace, "pod": head.Name})
+	}
+	return fmt.Sprintf("http://%s:%d", head.Status.PodIP, builder.ServePort(&head.Spec.Containers[constants.RayContainerIndex]))
+}
+
+func (r *Reconciler) probeHTTP() *http.Client {
+	if r.ProbeHTTP != nil {
+		return r.ProbeHTTP
+	}
+	return http.DefaultClient
+}
+
+func (r *Reconciler) now() time.Time { return shared.Clock(r.Clock).Now() }
+
+func (r *Reconciler) suffix() string {
+	if r.Suffix != nil {
+		return r.Suffix()
+	}
+	return strings.ToLower(utilrand.String(5))
+}
+
+// appliedConfigs is, per RayService, the serveConfigV2 each cluster last accepted; safe for concurrent
+// reconciles. It is memory only: after a restart each cluster gets the config once more, which Serve takes
+// as a no-op.
+type appliedConfigs struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]map[string]string
+}
+
+// get returns a copy of key's configs by cluster.
+func (a *appliedConfigs) get(key types.NamespacedName) map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range a.m[key] {
+		out[k] = v
+	}
+	return out
+}
+
+// set records that key's cluster accepted config.
+func (a *appliedConfigs) set(key types.NamespacedName, cluster, config string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[types.NamespacedName]map[string]string{}
+	}
+	if a.m[key] == nil {
+		a.m[key] = map[string]string{}
+	}
+	a.m[key][cluster] = config
+}
+
+// keep forgets the configs of key's clusters other than those named.
+func (a *appliedConfigs) keep(key types.NamespacedName, clusters ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name := range a.m[key] {
+		if !containsName(clusters, name) {
+			delete(a.m[key], name)
+		}
+	}
+}
+
+// forget drops every config of key (a deleted RayService).
+func (a *appliedConfigs) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, key)
+}
+
+func containsName(names []string, name string) bool {
+	for _, n := range names {
+		if n != "" && n == name {
+			return true
+		}
+	}
+	return false
+}

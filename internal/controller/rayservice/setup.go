@@ -1,0 +1,44 @@
+package rayservice
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+)
+
+// +kubebuilder:rbac:groups=ray.io,resources=rayservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ray.io,resources=rayservices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ray.io,resources=rayservices/finalizers,verbs=update
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+//
+// Why each verb: RayServices are read and their status written, never their spec or metadata;
+// rayservices/finalizers lets the clusters and Services made for a RayService carry a blocking owner
+// reference to it. RayClusters are created for a RayService (each name stored in its status first), updated
+// in place when only worker groups were appended, patched only to set or clear kray's deletion deadline
+// annotation on a cluster that no longer serves, and deleted once that deadline passed (only clusters it
+// owns, by UID precondition). The RayService's head and serve Services are created, and updated only to
+// follow the serving cluster; a Service whose create finds it existing is read once by name. Pods are read
+// from the cache, and a head pod is patched only in its ray.io/serve label. A cluster's token auth Secret is
+// read by name, only for the Serve API calls of a cluster with token auth.
+
+// SetupWithManager registers the RayService controller: RayService changes (not its own status writes, which
+// the poll follows), and the RayClusters and Services it owns (a cluster's status says when its head is
+// ready).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rayservice").
+		For(&rayv1.RayService{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&rayv1.RayCluster{}).
+		Owns(&corev1.Service{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
