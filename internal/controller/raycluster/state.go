@@ -116,8 +116,6 @@ func (s *state) retryAfter(d time.Duration) {
 	}
 }
 
-
-
 // normal queues a Normal event.
 func (s *state) normal(reason, format string, args ...any) {
 	s.events = append(s.events, shared.Normal(reason, fmt.Sprintf(format, args...)))

@@ -221,7 +221,9 @@ func TestSpecChanges(t *testing.T) {
 			g.GroupName = "big"
 			s.WorkerGroupSpecs = append(s.WorkerGroupSpecs, *g)
 		}, "update"},
-		{"image", nil, func(s *rayv1.RayClusterSpec) { s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, "new"},
+		{"image", nil, func(s *rayv1.RayClusterSpec) {
+			s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		}, "new"},
 		{"group removed", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs = nil }, "new"},
 		{"image, NewCluster", ptr.To(rayv1.NewCluster), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, "new"},
 		{"image, None", ptr.To(rayv1.None), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
@@ -381,7 +383,9 @@ func TestHeadServeLabel(t *testing.T) {
 
 // A RayService that never serves within ray.io/initializing-timeout fails for good and lets its clusters go.
 func TestInitializingTimeout(t *testing.T) {
-	w := newWorld(service(func(s *rayv1.RayService) { s.Annotations = map[string]string{constants.AnnotationInitializingTimeout: "5m"} }))
+	w := newWorld(service(func(s *rayv1.RayService) {
+		s.Annotations = map[string]string{constants.AnnotationInitializingTimeout: "5m"}
+	}))
 	w.step(t)
 	name := w.svc.Status.PendingServiceStatus.RayClusterName
 	w.step(t)

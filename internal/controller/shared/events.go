@@ -36,7 +36,7 @@ type Events struct {
 }
 
 type eventKey struct {
-	uid                  types.UID
+	uid                 types.UID
 	kind, reason, about string
 }
 
