@@ -15,9 +15,11 @@ export KUBECONFIG="${LOCAL}/kubeconfig"
 # The suite serves a fake Ray GCS at this address (test/e2e/fakegcs_test.go); the operator drains workers
 # through it. Exported so that tests restarting the operator keep the flag.
 export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
-# Likewise a fake Ray dashboard (test/e2e/fakedashboard_test.go), whose Job API the RayJob controller calls.
+# Likewise a fake Ray dashboard (test/e2e/fakedashboard_test.go, fakeserve_test.go), whose Job API the
+# RayJob controller calls and whose Serve API, one per cluster (the address names it), the RayService
+# controller calls, and the Serve proxies of RayService head pods.
 export KRAY_E2E_DASHBOARD_ADDRESS="${KRAY_E2E_DASHBOARD_ADDRESS:-127.0.0.1:28265}"
-export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}"
+export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/c/{namespace}/{cluster} --ray-serve-probe-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/p/{namespace}/{pod}"
 # The real Kueue, with its Ray integrations, for the tests that queue RayClusters and RayJobs.
 "${ROOT}/hack/cluster.sh" start-kueue >&2
 export KRAY_E2E_KUEUE=1

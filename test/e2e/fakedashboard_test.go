@@ -30,6 +30,8 @@ type fakeDashboard struct {
 	refused map[string]int
 	stops   map[string]int
 	down    bool
+	// serve is Ray Serve on every cluster (fakeserve_test.go).
+	serve *fakeServe
 }
 
 // jobPlan is how a job with a given entrypoint runs: pending for a moment, running for runFor, then
@@ -67,7 +69,7 @@ func startFakeDashboard(ctx context.Context) error {
 		return err
 	}
 	dash = &fakeDashboard{jobs: map[string]*fakeJob{}, plans: map[string]jobPlan{}, submits: map[string]int{},
-		refused: map[string]int{}, stops: map[string]int{}}
+		refused: map[string]int{}, stops: map[string]int{}, serve: newFakeServe()}
 	srv := &http.Server{Handler: dash, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
@@ -159,13 +161,22 @@ func (f *fakeDashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	path := strings.TrimPrefix(r.URL.Path, "/api/jobs/")
+	kind, key, full := route(r.URL.Path)
 	switch {
-	case r.URL.Path == "/api/version" && r.Method == http.MethodGet:
+	case kind == "p" && full == "/-/healthz":
+		f.serve.probe(w, key)
+		return
+	case kind == "c" && full == "/api/serve/applications/":
+		f.serve.serveAPI(w, r, key)
+		return
+	}
+	path := strings.TrimPrefix(full, "/api/jobs/")
+	switch {
+	case full == "/api/version" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]any{"version": "4", "ray_version": "2.52.0", "ray_commit": "fake"})
-	case r.URL.Path == "/api/jobs/" && r.Method == http.MethodPost:
+	case full == "/api/jobs/" && r.Method == http.MethodPost:
 		f.submit(w, r)
-	case r.URL.Path == "/api/jobs/" && r.Method == http.MethodGet:
+	case full == "/api/jobs/" && r.Method == http.MethodGet:
 		f.mu.Lock()
 		list := []any{}
 		for _, j := range f.jobs {

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// fakeServe stands in for Ray Serve on every cluster of the suite, behind the fake dashboard: the Serve
+// REST API (/api/serve/applications/, as Ray's dashboard/modules/serve serves it) per cluster, reached
+// through --ray-dashboard-address http://<fake>/c/{namespace}/{cluster}, and the Serve proxy health check of
+// each head pod, reached through --ray-serve-probe-address http://<fake>/p/{namespace}/{pod}. A cluster has
+// no application until a config is put; each application of a config then deploys for deployFor and runs,
+// or fails for an import path a test planned to fail; an application a new config drops is DELETING for
+// deployFor, then gone. A head restart without GCS fault tolerance empties a cluster's Serve.
+type fakeServe struct {
+	mu       sync.Mutex
+	clusters map[string]*serveCluster // by "<namespace>/<cluster>"
+	failing  map[string]string        // import path -> the DEPLOY_FAILED message
+	sick     map[string]bool          // "<namespace>/<pod>" whose proxy answers 503
+	down     map[string]bool          // "<namespace>/<cluster>" whose Serve API refuses
+	probes   map[string]int           // proxy health checks per "<namespace>/<pod>"
+}
+
+// deployFor is how long an application of a new config deploys (or is deleted) before it runs (or goes).
+const deployFor = time.Second
+
+type serveCluster struct {
+	puts []string // the configs put, in order
+	apps map[string]*serveApp
+}
+
+type serveApp struct {
+	importPath  string
+	deployments []string
+	since       time.Time
+	deleting    bool
+}
+
+func newFakeServe() *fakeServe {
+	return &fakeServe{clusters: map[string]*serveCluster{}, failing: map[string]string{}, sick: map[string]bool{},
+		down: map[string]bool{}, probes: map[string]int{}}
+}
+
+// failImport makes the applications with importPath fail to deploy with message.
+func (f *fakeServe) failImport(importPath, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing[importPath] = message
+}
+
+// restartHead empties the Serve of cluster, as a head restarted without GCS fault tolerance does.
+func (f *fakeServe) restartHead(ns, cluster string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.clusters[ns+"/"+cluster]; c != nil {
+		c.apps = map[string]*serveApp{}
+	}
+}
+
+// setSick makes the Serve proxy of pod answer its health check with 503 (true) or 200 (false).
+func (f *fakeServe) setSick(ns, pod string, sick bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sick[ns+"/"+pod] = sick
+}
+
+// puts returns the configs put on cluster, in order.
+func (f *fakeServe) puts(ns, cluster string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.clusters[ns+"/"+cluster]; c != nil {
+		return append([]string(nil), c.puts...)
+	}
+	return nil
+}
+
+// probed reports how many health checks pod's proxy answered.
+func (f *fakeServe) probed(ns, pod string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes[ns+"/"+pod]
+}
+
+// serveAPI answers a Serve REST API call for cluster ("<namespace>/<cluster>").
+func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down[cluster] {
+		http.Error(w, "Serve controller is not available", http.StatusServiceUnavailable)
+		return
+	}
+	c := f.clusters[cluster]
+	if c == nil {
+		c = &serveCluster{apps: map[string]*serveApp{}}
+		f.clusters[cluster] = c
+	}
+	switch r.Method {
+	case http.MethodGet:
+		writeJSON(w, http.StatusOK, f.details(c, time.Now()))
+	case http.MethodPut:
+		body, _ := io.ReadAll(r.Body)
+		var config struct {
+			Applications []struct {
+				Name        string `json:"name"`
+				ImportPath  string `json:"import_path"`
+				Deployments []struct {
+					Name string `json:"name"`
+				} `json:"deployments"`
+			} `json:"applications"`
+		}
+		if err := json.Unmarshal(body, &config); err != nil || config.Applications == nil {
+			http.Error(w, "1 validation error for ServeDeploySchema\napplications\n  field required (type=value_error.missing)", http.StatusBadRequest)
+			return
+		}
+		c.puts = append(c.puts, string(body))
+		now := time.Now()
+		kept := map[string]bool{}
+		for _, a := range config.Applications {
+			name := a.Name
+			if name == "" {
+				name = "default"
+			}
+			kept[name] = true
+			app := &serveApp{importPath: a.ImportPath, since: now}
+			for _, d := range a.Deployments {
+				app.deployments = append(app.deployments, d.Name)
+			}
+			if len(app.deployments) == 0 {
+				app.deployments = []string{a.ImportPath[strings.LastIndexAny(a.ImportPath, ".:")+1:]}
+			}
+			if old := c.apps[name]; old != nil && !old.deleting && old.importPath == app.importPath {
+				app.since = old.since // the same application: Serve leaves it running
+			}
+			c.apps[name] = app
+		}
+		for name, app := range c.apps {
+			if !kept[name] && !app.deleting {
+				app.deleting, app.since = true, now
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// details is Serve's declarative details of c now, as the dashboard renders them.
+func (f *fakeServe) details(c *serveCluster, now time.Time) map[string]any {
+	apps := map[string]any{}
+	for name, app := range c.apps {
+		settled := now.Sub(app.since) >= deployFor
+		if app.deleting {
+			if settled {
+				delete(c.apps, name)
+				continue
+			}
+		}
+		status, depStatus, message := "DEPLOYING", "UPDATING", ""
+		switch {
+		case app.deleting:
+			status = "DELETING"
+		case settled && f.failing[app.importPath] != "":
+			status, depStatus, message = "DEPLOY_FAILED", "UNHEALTHY", f.failing[app.importPath]
+		case settled:
+			status, depStatus = "RUNNING", "HEALTHY"
+		}
+		deployments := map[string]any{}
+		for _, d := range app.deployments {
+			deployments[d] = map[string]any{"name": d, "status": depStatus, "status_trigger": "CONFIG_UPDATE_STARTED", "message": message, "replicas": []any{}}
+		}
+		apps[name] = map[string]any{"name": name, "route_prefix": "/" + name, "status": status, "message": message,
+			"last_deployed_time_s": float64(app.since.UnixMilli()) / 1000, "deployments": deployments}
+	}
+	return map[string]any{"deploy_mode": "MULTI_APP", "controller_info": map[string]any{"node_id": "fake"}, "proxies": map[string]any{},
+		"applications": apps, "target_capacity": nil}
+}
+
+// probe answers the Serve proxy health check of pod ("<namespace>/<pod>").
+func (f *fakeServe) probe(w http.ResponseWriter, pod string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.probes[pod]++
+	if f.sick[pod] {
+		http.Error(w, "no proxy", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprint(w, "success")
+}
+
+// route takes the /c/<namespace>/<cluster> or /p/<namespace>/<pod> prefix off path: the cluster's Serve
+// API, a pod's proxy health check, or (with no prefix) what remains for the Job API.
+func route(path string) (kind, key, rest string) {
+	for _, prefix := range []string{"/c/", "/p/"} {
+		if tail, ok := strings.CutPrefix(path, prefix); ok {
+			parts := strings.SplitN(tail, "/", 3)
+			if len(parts) == 3 {
+				return prefix[1:2], parts[0] + "/" + parts[1], "/" + parts[2]
+			}
+		}
+	}
+	return "", "", path
+}

@@ -1,0 +1,434 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// serviceTimeout bounds a RayService's way to serving: a cluster, its pods, a Serve deploy and two polls.
+const serviceTimeout = 2 * time.Minute
+
+// kubeRayServiceSample is the RayService of KubeRay's sample file, placed in ns.
+func kubeRayServiceSample(t *testing.T, file, ns string) *rayv1.RayService {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(kubeRaySamplesDir(t), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range splitYAML(data) {
+		svc := &rayv1.RayService{}
+		if yaml.Unmarshal(doc, svc) == nil && svc.Kind == "RayService" {
+			svc.Namespace = ns
+			return svc
+		}
+	}
+	t.Fatalf("%s holds no RayService", file)
+	return nil
+}
+
+func createService(t *testing.T, svc *rayv1.RayService) *rayv1.RayService {
+	t.Helper()
+	if err := k8s.Create(context.Background(), svc); err != nil {
+		t.Fatalf("create RayService %s: %v", svc.Name, err)
+	}
+	return svc
+}
+
+func getService(g Gomega, svc *rayv1.RayService) *rayv1.RayService {
+	cur := &rayv1.RayService{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(svc), cur)).To(Succeed())
+	return cur
+}
+
+// updateService applies mutate to the stored RayService, retrying on conflict.
+func updateService(t *testing.T, svc *rayv1.RayService, mutate func(*rayv1.RayService)) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		mutate(cur)
+		g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
+	}, 10*time.Second, poll).Should(Succeed())
+}
+
+// serviceCondition is the RayService's condition of type t, nil when absent.
+func serviceCondition(svc *rayv1.RayService, t rayv1.RayServiceConditionType) *metav1.Condition {
+	return meta.FindStatusCondition(svc.Status.Conditions, string(t))
+}
+
+// waitServing waits until svc is Ready with no upgrade in progress, its active cluster named and every
+// application RUNNING, and returns it.
+func waitServing(t *testing.T, svc *rayv1.RayService) *rayv1.RayService {
+	t.Helper()
+	var cur *rayv1.RayService
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur = getService(g, svc)
+		ready := serviceCondition(cur, rayv1.RayServiceReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
+		g.Expect(cur.Status.PendingServiceStatus.RayClusterName).To(BeEmpty(), "upgrade in progress")
+		g.Expect(cur.Status.ActiveServiceStatus.Applications).NotTo(BeEmpty())
+		for name, app := range cur.Status.ActiveServiceStatus.Applications {
+			g.Expect(app.Status).To(Equal("RUNNING"), "application %s", name)
+		}
+	}, serviceTimeout, poll).Should(Succeed())
+	return cur
+}
+
+// serviceObj reads the Service name in ns.
+func serviceObj(g Gomega, ns, name string) *corev1.Service {
+	s := &corev1.Service{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+	return s
+}
+
+// expectServesFrom checks that both Services of svc select cluster.
+func expectServesFrom(g Gomega, svc *rayv1.RayService, serveName, cluster string) {
+	head := serviceObj(g, svc.Namespace, svc.Name+"-head-svc")
+	g.Expect(head.Spec.Selector).To(HaveKeyWithValue(constants.LabelCluster, cluster))
+	g.Expect(head.Spec.Selector).To(HaveKeyWithValue(constants.LabelNodeType, constants.NodeTypeHead))
+	serve := serviceObj(g, svc.Namespace, serveName)
+	g.Expect(serve.Spec.Selector).To(Equal(map[string]string{constants.LabelCluster: cluster, constants.LabelServe: "true"}))
+}
+
+// KubeRay's RayService samples that need no real Ray runtime serve on kray against the fake Serve API:
+// Ready, each on exactly one RayCluster with one Serve config put, and both Services on it.
+func TestKubeRayRayServiceSamplesServe(t *testing.T) {
+	needFakeDashboard(t)
+	for _, tc := range []struct {
+		file, serveService string
+		port               int32
+	}{
+		{"ray-service.sample.yaml", "rayservice-sample-serve-svc", 8000},
+		{"ray-service.different-port.yaml", "rayservice-sample-serve-svc", 9000},
+		{"ray-service.custom-serve-service.yaml", "custom-ray-serve-service-name", 8000},
+		{"ray-service.no-ray-serve-replica.yaml", "rayservice-no-ray-serve-replica-serve-svc", 8000},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := namespace(t)
+			clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+			svc := createService(t, kubeRayServiceSample(t, tc.file, ns))
+			cur := waitServing(t, svc)
+			active := cur.Status.ActiveServiceStatus.RayClusterName
+			g.Expect(clusters.created()).To(ConsistOf(active), "one cluster")
+			g.Expect(dash.serve.puts(ns, active)).To(HaveLen(1), "one Serve config put")
+			expectServesFrom(g, svc, tc.serveService, active)
+			serve := serviceObj(g, ns, tc.serveService)
+			g.Expect(serve.Spec.Ports).To(HaveLen(1))
+			g.Expect(serve.Spec.Ports[0].Name).To(Equal("serve"))
+			g.Expect(serve.Spec.Ports[0].Port).To(Equal(tc.port))
+			g.Expect(cur.Status.NumServeEndpoints).To(BeNumerically(">", 0))
+			g.Expect(cur.Status.ServiceStatus).To(Equal(rayv1.Running))
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		})
+	}
+}
+
+// The head's ray.io/serve label follows its Serve proxy's health check; edits reach the cluster as KubeRay's
+// do: a serve-only edit is one more Serve config put on the same cluster, a replicas-only edit changes no
+// cluster and puts nothing, and a head restart that empties Serve gets the config put once more.
+func TestRayServiceEditsAndHeadRestart(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	svc := createService(t, kubeRayServiceSample(t, "ray-service.sample.yaml", ns))
+	active := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	head := active + "-head-0"
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: head}, p)).To(Succeed())
+		g.Expect(p.Labels).To(HaveKeyWithValue(constants.LabelServe, "true"))
+	}, serviceTimeout, poll).Should(Succeed(), "the healthy head serves")
+	dash.serve.setSick(ns, head, true)
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: head}, p)).To(Succeed())
+		g.Expect(p.Labels).To(HaveKeyWithValue(constants.LabelServe, "false"))
+	}, serviceTimeout, poll).Should(Succeed(), "a head whose proxy fails its check leaves the serve Service")
+	dash.serve.setSick(ns, head, false)
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.ServeConfigV2 = strings.Replace(s.Spec.ServeConfigV2, "price: 3", "price: 4", 1)
+	})
+	g.Eventually(func() []string { return dash.serve.puts(ns, active) }, serviceTimeout, poll).Should(HaveLen(2), "the serve-only edit is put")
+	g.Expect(dash.serve.puts(ns, active)[1]).To(ContainSubstring(`"price":4`))
+	waitServing(t, svc)
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3)
+	})
+	g.Consistently(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(cur.Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(active))
+	}, 5*time.Second, poll).Should(Succeed(), "a replicas-only edit prepares no cluster")
+	g.Expect(dash.serve.puts(ns, active)).To(HaveLen(2), "nor puts a config")
+
+	dash.serve.restartHead(ns, active)
+	g.Eventually(func() []string { return dash.serve.puts(ns, active) }, serviceTimeout, poll).Should(HaveLen(3), "an emptied Serve gets the config again")
+	waitServing(t, svc)
+	g.Consistently(func() []string { return dash.serve.puts(ns, active) }, 5*time.Second, poll).Should(HaveLen(3), "once")
+	g.Expect(clusters.created()).To(ConsistOf(active))
+}
+
+// With excludeHeadPodFromServeSvc the head's proxy is never probed and its label stays "false": the serve
+// Service sends traffic to the workers only.
+func TestRayServiceExcludesTheHead(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Spec.ExcludeHeadPodFromServeSvc = true
+	svc := createService(t, sample)
+	cur := waitServing(t, svc)
+	active := cur.Status.ActiveServiceStatus.RayClusterName
+	p := &corev1.Pod{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: active + "-head-0"}, p)).To(Succeed())
+	g.Expect(p.Labels).To(HaveKeyWithValue(constants.LabelServe, "false"))
+	g.Expect(dash.serve.probed(ns, p.Name)).To(BeZero())
+	workers := int32(len(workerPodsOf(g, ns, active)))
+	g.Expect(workers).To(BeNumerically(">", 0))
+	g.Expect(cur.Status.NumServeEndpoints).To(Equal(workers))
+}
+
+// workerPodsOf lists the worker pods of the cluster named cluster in ns.
+func workerPodsOf(g Gomega, ns, cluster string) []corev1.Pod {
+	list := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), list, client.InNamespace(ns),
+		client.MatchingLabels{constants.LabelCluster: cluster, constants.LabelNodeType: constants.NodeTypeWorker})).To(Succeed())
+	return list.Items
+}
+
+// endpointWatch follows the ready endpoints of a Service's EndpointSlices, and remembers whether they ever
+// went to zero after they first were above it.
+type endpointWatch struct {
+	mu      sync.Mutex
+	ready   map[string]int // per EndpointSlice
+	seen    bool
+	dropped []string
+}
+
+// watchEndpoints starts an endpointWatch on the Service name in ns.
+func watchEndpoints(t *testing.T, ns, name string) *endpointWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := watcher.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	e := &endpointWatch{ready: map[string]int{}}
+	t.Cleanup(func() { cancel(); w.Stop() })
+	go func() {
+		for ev := range w.ResultChan() {
+			slice, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			n := 0
+			for _, ep := range slice.Endpoints {
+				if ptr.Deref(ep.Conditions.Ready, false) {
+					n++
+				}
+			}
+			e.mu.Lock()
+			if ev.Type == watch.Deleted {
+				n = 0
+			}
+			e.ready[slice.Name] = n
+			total := 0
+			for _, v := range e.ready {
+				total += v
+			}
+			if total > 0 {
+				e.seen = true
+			} else if e.seen {
+				e.dropped = append(e.dropped, time.Now().Format(time.RFC3339Nano)+" "+string(ev.Type)+" "+slice.Name)
+			}
+			e.mu.Unlock()
+		}
+	}()
+	return e
+}
+
+// sawReady reports whether the Service had a ready endpoint at some point.
+func (e *endpointWatch) sawReady() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen
+}
+
+// drops returns when the Service went from ready endpoints to none.
+func (e *endpointWatch) drops() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.dropped...)
+}
+
+// An upgrade end to end: a changed cluster spec prepares exactly one new cluster, the Services switch to it
+// once it serves, the serve Service never goes without ready endpoints, Ready stays True, and the old
+// cluster is deleted after rayClusterDeletionDelaySeconds.
+func TestRayServiceUpgrade(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](3)
+	svc := createService(t, sample)
+	old := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	endpoints := watchEndpoints(t, ns, svc.Name+"-serve-svc")
+	g.Eventually(endpoints.sawReady, serviceTimeout, poll).Should(BeTrue())
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	})
+	var pending string
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		pending = cur.Status.PendingServiceStatus.RayClusterName
+		g.Expect(pending).NotTo(BeEmpty())
+		g.Expect(serviceCondition(cur, rayv1.UpgradeInProgress).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(serviceCondition(cur, rayv1.RayServiceReady).Status).To(Equal(metav1.ConditionTrue), "the old cluster serves meanwhile")
+	}, serviceTimeout, poll).Should(Succeed())
+	cur := waitServing(t, svc)
+	g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(pending))
+	expectServesFrom(g, svc, svc.Name+"-serve-svc", pending)
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: old}, &rayv1.RayCluster{})
+		g.Expect(err).To(HaveOccurred())
+	}, serviceTimeout, poll).Should(Succeed(), "the old cluster is deleted after the delay")
+	g.Expect(clusters.created()).To(ConsistOf(old, pending), "exactly one new cluster")
+	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
+}
+
+// A pending cluster whose applications never run never takes the traffic: the active cluster keeps serving
+// and Ready stays True. A second edit replaces it with a new cluster, which takes over; the failed one goes.
+func TestRayServiceUpgradeThatNeverServesIsReplaced(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](1)
+	svc := createService(t, sample)
+	first := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	broken := "broken_" + ns + ".app"
+	dash.serve.failImport(broken, "ModuleNotFoundError: No module named 'broken'")
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.RayVersion = "2.47.0"
+		s.Spec.ServeConfigV2 = strings.Replace(s.Spec.ServeConfigV2, "conditional_dag.serve_dag", broken, 1)
+	})
+	var failed string
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		failed = cur.Status.PendingServiceStatus.RayClusterName
+		g.Expect(failed).NotTo(BeEmpty())
+		g.Expect(cur.Status.PendingServiceStatus.Applications).To(HaveKeyWithValue("math_app", HaveField("Status", "DEPLOY_FAILED")))
+	}, serviceTimeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(first))
+		g.Expect(serviceCondition(cur, rayv1.RayServiceReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(serviceCondition(cur, rayv1.UpgradeInProgress).Status).To(Equal(metav1.ConditionTrue))
+		expectServesFrom(g, svc, svc.Name+"-serve-svc", first)
+	}, 6*time.Second, poll).Should(Succeed())
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.RayVersion = "2.48.0"
+		s.Spec.ServeConfigV2 = strings.Replace(s.Spec.ServeConfigV2, broken, "conditional_dag.serve_dag", 1)
+	})
+	cur := waitServing(t, svc)
+	second := cur.Status.ActiveServiceStatus.RayClusterName
+	g.Expect(second).NotTo(BeElementOf(first, failed))
+	g.Eventually(func(g Gomega) {
+		list := &rayv1.RayClusterList{}
+		g.Expect(k8s.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+		var names []string
+		for _, rc := range list.Items {
+			if rc.DeletionTimestamp == nil {
+				names = append(names, rc.Name)
+			}
+		}
+		g.Expect(names).To(ConsistOf(second))
+	}, serviceTimeout, poll).Should(Succeed(), "the first and the failed cluster are deleted")
+	g.Expect(clusters.created()).To(ConsistOf(first, failed, second))
+}
+
+// An operator SIGKILLed right after an upgrade began, and again once the pending cluster exists, makes
+// exactly one new cluster for the change.
+func TestRayServiceOperatorKilledMidUpgrade(t *testing.T) {
+	needFakeDashboard(t)
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	svc := createService(t, kubeRayServiceSample(t, "ray-service.sample.yaml", ns))
+	old := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	updateService(t, svc, func(s *rayv1.RayService) { s.Spec.RayClusterSpec.RayVersion = "2.47.0" })
+	hack(t, "operator.sh", "kill")
+	hack(t, "operator.sh", "start")
+	g.Eventually(func() []string { return clusters.created() }, serviceTimeout, poll).Should(HaveLen(2))
+	hack(t, "operator.sh", "kill")
+	hack(t, "operator.sh", "start")
+	cur := waitServing(t, svc)
+	g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).NotTo(Equal(old))
+	g.Expect(clusters.created()).To(ConsistOf(old, cur.Status.ActiveServiceStatus.RayClusterName), "exactly one new cluster")
+}
+
+// A new cluster whose applications run but whose pods serve no traffic (no worker, the head kept out of
+// the serve Service) never takes it: switching would leave the serve Service without a ready endpoint.
+func TestRayServiceHoldsASwitchToAClusterWithoutEndpoints(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Spec.ExcludeHeadPodFromServeSvc = true
+	svc := createService(t, sample)
+	first := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	endpoints := watchEndpoints(t, ns, svc.Name+"-serve-svc")
+	g.Eventually(endpoints.sawReady, serviceTimeout, poll).Should(BeTrue())
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.RayVersion = "2.47.0"
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
+	})
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(cur.Status.PendingServiceStatus.Applications).NotTo(BeEmpty())
+		for name, app := range cur.Status.PendingServiceStatus.Applications {
+			g.Expect(app.Status).To(Equal("RUNNING"), "application %s", name)
+		}
+		g.Expect(serviceCondition(cur, rayv1.UpgradeInProgress).Message).To(ContainSubstring("ready serve endpoint"))
+	}, serviceTimeout, poll).Should(Succeed(), "the new cluster runs the applications")
+	g.Consistently(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(first))
+		g.Expect(serviceCondition(cur, rayv1.RayServiceReady).Status).To(Equal(metav1.ConditionTrue))
+		expectServesFrom(g, svc, svc.Name+"-serve-svc", first)
+	}, 5*time.Second, poll).Should(Succeed())
+	g.Expect(endpoints.drops()).To(BeEmpty())
+}
