@@ -106,7 +106,8 @@ func TestChartRender(t *testing.T) {
 	defaultArgs := []string{
 		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8443",
 		"--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
-		"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s", "--kube-api-qps=50",
+		"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s",
+		"--rayservice-max-concurrent-reconciles=4", "--enable-zero-downtime=true", "--kube-api-qps=50",
 		"--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info", "--zap-encoder=json",
 	}
 	cases := []struct {
@@ -136,6 +137,7 @@ image: {repository: registry.example/kray-operator, tag: v0.1.0, pullPolicy: Alw
 replicas: 2
 maxConcurrentReconciles: 16
 rayJob: {maxConcurrentReconciles: 2, deleteAfterJobFinishes: true, deploymentStatusTransitionGracePeriodSeconds: 600}
+rayService: {maxConcurrentReconciles: 3, enableZeroDowntime: false}
 kubeAPI: {qps: 200.5, burst: 4000000}
 watchNamespaces: [team-a, team-b]
 clusterDomain: corp.internal
@@ -150,7 +152,7 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 				"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=:9090",
 				"--metrics-secure=true", "--health-probe-bind-address=:9440", "--max-concurrent-reconciles=16",
 				"--rayjob-max-concurrent-reconciles=2", "--delete-rayjob-cr-after-job-finishes=true", "--rayjob-deployment-status-transition-grace-period=600s",
-				"--kube-api-qps=200.5",
+				"--rayservice-max-concurrent-reconciles=3", "--enable-zero-downtime=false", "--kube-api-qps=200.5",
 				"--kube-api-burst=4000000", "--watch-namespaces=team-a,team-b", "--cluster-domain=corp.internal",
 				"--zap-log-level=debug", "--zap-encoder=console", "--zap-stacktrace-level=panic",
 			},
@@ -184,6 +186,7 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			args: []string{
 				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
 				"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s",
+				"--rayservice-max-concurrent-reconciles=4", "--enable-zero-downtime=true",
 				"--kube-api-qps=50", "--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info",
 				"--zap-encoder=json",
 			},
