@@ -432,3 +432,40 @@ func TestRayServiceHoldsASwitchToAClusterWithoutEndpoints(t *testing.T) {
 	}, 5*time.Second, poll).Should(Succeed())
 	g.Expect(endpoints.drops()).To(BeEmpty())
 }
+
+// Two operator instances without leader election serve the same RayServices at once: each RayService gets
+// one cluster, and one more per upgrade, though both instances name clusters and create them.
+func TestRayServiceTwoOperatorInstances(t *testing.T) {
+	needFakeDashboard(t)
+	if !localCluster() {
+		t.Skip("needs operators run by hack/operator.sh")
+	}
+	g := NewWithT(t)
+	twin := []string{"KRAY_OPERATOR_INSTANCE=twin", "KRAY_OPERATOR_PROBE_PORT=28094"}
+	hackEnv(t, twin, "operator.sh", "start")
+	t.Cleanup(func() { hackEnv(t, twin, "operator.sh", "stop") })
+	ns := namespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	var services []*rayv1.RayService
+	for _, name := range []string{"twin-a", "twin-b", "twin-c"} {
+		svc := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+		svc.Name = name
+		services = append(services, createService(t, svc))
+	}
+	first := map[string]string{}
+	for _, svc := range services {
+		first[svc.Name] = waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	}
+	for _, svc := range services {
+		updateService(t, svc, func(s *rayv1.RayService) { s.Spec.RayClusterSpec.RayVersion = "2.47.0" })
+	}
+	var want []string
+	for _, svc := range services {
+		g.Eventually(func(g Gomega) {
+			g.Expect(getService(g, svc).Status.ActiveServiceStatus.RayClusterName).NotTo(Equal(first[svc.Name]))
+		}, serviceTimeout, poll).Should(Succeed())
+		cur := waitServing(t, svc)
+		want = append(want, first[svc.Name], cur.Status.ActiveServiceStatus.RayClusterName)
+	}
+	g.Expect(clusters.created()).To(ConsistOf(want), "one cluster per RayService and one per upgrade")
+}

@@ -1,0 +1,199 @@
+package rayservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/internal/writetest"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// fakeServe is every cluster's Serve API, recording the configs applied per base URL.
+type fakeServe struct {
+	mu      sync.Mutex
+	apps    map[string]map[string]dashboard.ServeApplication
+	applied map[string][]string
+}
+
+func (f *fakeServe) Serve(base, _ string) dashboard.ServeAPI { return &fakeServeAPI{f: f, base: base} }
+
+type fakeServeAPI struct {
+	f    *fakeServe
+	base string
+}
+
+func (a *fakeServeAPI) Applications(context.Context) (*dashboard.ServeDetails, error) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	return &dashboard.ServeDetails{Applications: a.f.apps[a.base]}, nil
+}
+
+func (a *fakeServeAPI) Apply(_ context.Context, config []byte) error {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	a.f.applied[a.base] = append(a.f.applied[a.base], string(config))
+	a.f.apps[a.base] = map[string]dashboard.ServeApplication{"fruit": {Status: "RUNNING"}}
+	return nil
+}
+
+// renv is a RayService reconciler against a fake API server that assigns UIDs, with the recording writer.
+type renv struct {
+	t      *testing.T
+	api    client.Client
+	writer *writetest.Writer
+	serve  *fakeServe
+	r      *Reconciler
+	n      int
+}
+
+func newRenv(t *testing.T, objs ...client.Object) *renv {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, rayv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids := 0
+	api := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&rayv1.RayService{}, &rayv1.RayCluster{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			uids++
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids)))
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	proxies := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(proxies.Close)
+	e := &renv{t: t, api: api, writer: writetest.New(api), serve: &fakeServe{apps: map[string]map[string]dashboard.ServeApplication{}, applied: map[string][]string{}}}
+	e.r = &Reconciler{Cache: api, APIReader: api, Writer: e.writer, Events: shared.Events{Recorder: record.NewFakeRecorder(100)},
+		Dashboards: e.serve, DashboardAddress: "http://dash/{namespace}/{cluster}", ZeroDowntime: true,
+		ServeProbeAddress: proxies.URL + "/{namespace}/{pod}", ProbeHTTP: proxies.Client(),
+		Clock: clocktesting.NewFakePassiveClock(t0),
+		Suffix: func() string {
+			e.n++
+			return fmt.Sprintf("n%04d", e.n)
+		}}
+	return e
+}
+
+// reconcile runs one reconcile of svc and returns its writes.
+func (e *renv) reconcile(svc *rayv1.RayService) ([]string, error) {
+	e.t.Helper()
+	e.writer.Reset()
+	_, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(svc)})
+	var out []string
+	for _, w := range e.writer.Writes() {
+		out = append(out, w.String())
+	}
+	return out, err
+}
+
+func (e *renv) get(svc *rayv1.RayService) *rayv1.RayService {
+	e.t.Helper()
+	cur := &rayv1.RayService{}
+	if err := e.api.Get(context.Background(), client.ObjectKeyFromObject(svc), cur); err != nil {
+		e.t.Fatal(err)
+	}
+	return cur
+}
+
+// A cluster is created only under a name the status holds: a status write that fails after naming one
+// creates nothing, and the next reconcile names and then creates exactly one cluster.
+func TestReconcileNamesBeforeCreating(t *testing.T) {
+	svc := service()
+	e := newRenv(t, svc)
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayservices"}, svc.Name, errors.New("modified"))
+	e.writer.FailOnce(writetest.Status, "RayService", svc.Name, conflict)
+	if writes, err := e.reconcile(svc); err != nil || !cmp.Equal(writes, []string{"status RayService/svc"}) {
+		t.Fatalf("first reconcile: %v, %v; want only the (failed) status write", writes, err)
+	}
+	if got := e.get(svc).Status.PendingServiceStatus.RayClusterName; got != "" {
+		t.Fatalf("a name was stored though its write failed: %q", got)
+	}
+	if writes, _ := e.reconcile(svc); !cmp.Equal(writes, []string{"status RayService/svc"}) {
+		t.Fatalf("second reconcile: %v, want the name written alone", writes)
+	}
+	name := e.get(svc).Status.PendingServiceStatus.RayClusterName
+	writes, err := e.reconcile(svc)
+	if err != nil || !cmp.Equal(writes, []string{"create RayCluster/" + name}) {
+		t.Fatalf("third reconcile: %v, %v; want %s created", writes, err, name)
+	}
+	if writes, _ := e.reconcile(svc); len(writes) != 0 {
+		t.Errorf("fourth reconcile: %v, want nothing more", writes)
+	}
+}
+
+// A cluster of the stored name that the RayService does not control is neither used nor counted as created.
+func TestReconcileRefusesSomeoneElsesCluster(t *testing.T) {
+	svc := service()
+	svc.Status.PendingServiceStatus.RayClusterName = "svc-taken"
+	foreign := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "svc-taken", Namespace: "ns"}}
+	e := newRenv(t, svc, foreign)
+	_, err := e.reconcile(svc)
+	if err == nil || !strings.Contains(err.Error(), "is not controlled by RayService ns/svc") {
+		t.Fatalf("error %v, want one naming the foreign cluster", err)
+	}
+}
+
+// The Serve config is applied once per cluster: a reconcile that finds it running applies nothing, and a
+// status whose only change is the cluster's status copy is not written.
+func TestReconcileAppliesServeOnce(t *testing.T) {
+	svc := service()
+	e := newRenv(t, svc)
+	e.reconcile(svc)
+	e.reconcile(svc)
+	name := e.get(svc).Status.PendingServiceStatus.RayClusterName
+	for _, p := range []corev1.Pod{pod(name, constants.NodeTypeHead, "false"), pod(name, constants.NodeTypeWorker, "true")} {
+		if err := e.api.Create(context.Background(), &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := "http://dash/ns/" + name
+	for range 4 {
+		if _, err := e.reconcile(svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.serve.applied[base]; len(got) != 1 {
+		t.Fatalf("configs applied on %s: %d, want 1", base, len(got))
+	}
+	cur := e.get(svc)
+	if cur.Status.ActiveServiceStatus.RayClusterName != name {
+		t.Fatalf("not serving from %s: %+v", name, cur.Status)
+	}
+	rc := &rayv1.RayCluster{}
+	if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Status.ReadyWorkerReplicas = 7
+	if err := e.api.Status().Update(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	if writes, _ := e.reconcile(svc); len(writes) != 0 {
+		t.Errorf("writes %v for a change of the cluster's status alone", writes)
+	}
+}
