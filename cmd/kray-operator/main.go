@@ -31,6 +31,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/features"
+	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
@@ -262,6 +263,9 @@ func run(o options) error {
 	}
 	if err := services.SetupWithManager(mgr, o.serviceWorker); err != nil {
 		return fmt.Errorf("set up RayService controller: %w", err)
+	}
+	if err := metrics.RegisterRayServices(mgr.GetClient()); err != nil {
+		return fmt.Errorf("register RayService metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
