@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/procfs"
 )
 
 // Ports of the operator under test (metrics, health); both operators use the same ones, one at a time.
@@ -153,31 +155,23 @@ type procSample struct {
 	Reconciles float64 `json:"rayclusterReconciles"`
 }
 
-// clockTicks is USER_HZ, which is 100 on every Linux platform Go supports.
-const clockTicks = 100
-
 // sampleProcess reads pid's CPU time and peak RSS from /proc and its request counters from metricsURL.
 func sampleProcess(pid int, metricsURL string) (procSample, error) {
 	var s procSample
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return s, err
 	}
-	// The command name (field 2) may contain spaces; fields after its closing parenthesis are fixed.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64) // field 14 of stat
-	stime, _ := strconv.ParseFloat(fields[12], 64) // field 15 of stat
-	s.CPUSeconds = (utime + stime) / clockTicks
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	stat, err := proc.Stat()
 	if err != nil {
 		return s, err
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			s.PeakRSSMiB = kb / 1024
-		}
+	s.CPUSeconds = stat.CPUTime()
+	status, err := proc.NewStatus()
+	if err != nil {
+		return s, err
 	}
+	s.PeakRSSMiB = float64(status.VmHWM) / (1 << 20)
 	s.Requests, s.Errors, s.Reconciles, err = scrapeMetrics(metricsURL)
 	return s, err
 }
@@ -196,45 +190,31 @@ func scrapeMetrics(url string) (all, errs map[string]float64, reconciles float64
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	families, err := new(expfmt.TextParser).TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("parse the metrics of %s: %w", url, err)
+	}
 	all, errs = map[string]float64{}, map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), "{")
-		if !ok || (name != "rest_client_requests_total" && name != "controller_runtime_reconcile_total") {
-			continue
-		}
-		labelText, valueText, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		v, perr := strconv.ParseFloat(strings.Fields(valueText)[0], 64)
-		if perr != nil {
-			continue
-		}
-		labels := parseLabels(labelText)
-		if name == "controller_runtime_reconcile_total" {
-			if strings.Contains(strings.ToLower(labels["controller"]), "raycluster") {
-				reconciles += v
-			}
-			continue
-		}
-		all[labels["method"]] += v
+	for _, m := range families["rest_client_requests_total"].GetMetric() {
+		labels := labelsOf(m)
+		all[labels["method"]] += m.GetCounter().GetValue()
 		if !strings.HasPrefix(labels["code"], "2") {
-			errs[labels["method"]] += v
+			errs[labels["method"]] += m.GetCounter().GetValue()
 		}
 	}
-	return all, errs, reconciles, sc.Err()
+	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
+		if strings.Contains(strings.ToLower(labelsOf(m)["controller"]), "raycluster") {
+			reconciles += m.GetCounter().GetValue()
+		}
+	}
+	return all, errs, reconciles, nil
 }
 
-// parseLabels parses `a="x",b="y"`; label values here never contain quotes or commas.
-func parseLabels(s string) map[string]string {
+// labelsOf is m's labels by name.
+func labelsOf(m *dto.Metric) map[string]string {
 	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok {
-			out[k] = strings.Trim(v, `"`)
-		}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
 	}
 	return out
 }
