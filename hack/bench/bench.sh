@@ -3,8 +3,8 @@
 # bin/kray-operator, which hack/e2e.sh may be running), builds KubeRay's operator into
 # bin/tools/kuberay-<version>/ when missing, locates KubeRay's CRDs in its module, and runs hack/bench, which
 # brings up a fresh local cluster per operator in .local-bench/ on their own ports (never the default .local/ instance),
-# measures both operators one after the other, and writes docs/benchmarks.md (its generated section),
-# docs/bench/results.json and docs/bench/chart.png.
+# measures both operators one after the other, and writes docs/bench/results.json and docs/benchmarks.md (its
+# generated section, charts included).
 #
 # Arguments are passed to hack/bench, e.g. `hack/bench/bench.sh -clusters=1000` (see `go run ./hack/bench -h`);
 # `make bench BENCH_ARGS=-clusters=1000` does the same. `make bench-growth` passes -growth=100,300,1000, which

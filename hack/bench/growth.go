@@ -119,8 +119,8 @@ func (res *growthResults) grow(ctx context.Context, ops []*operator, measure mea
 	return firstErr
 }
 
-// writeGrowth writes results.json and chart.png to <outDir>/growth and rewrites the growth section of
-// the report at report.
+// writeGrowth writes results.json to <outDir>/growth and rewrites the growth section of the report at
+// report.
 func writeGrowth(outDir, report string, res *growthResults) error {
 	if err := writeJSON(filepath.Join(outDir, growthDir, resultsFile), res); err != nil {
 		return err
@@ -128,7 +128,7 @@ func writeGrowth(outDir, report string, res *growthResults) error {
 	return renderGrowthTo(outDir, report, res)
 }
 
-// renderGrowth rewrites the growth chart and section from the growth results.json of
+// renderGrowth rewrites the growth section (with its charts) from the growth results.json of
 // cfg.GrowthRenderOnly; it measures nothing and leaves that file alone.
 func renderGrowth(_ context.Context, cfg config) error {
 	var res growthResults
@@ -138,12 +138,9 @@ func renderGrowth(_ context.Context, cfg config) error {
 	return renderGrowthTo(cfg.OutDir, cfg.Report, &res)
 }
 
-// renderGrowthTo draws <outDir>/growth/chart.png and rewrites the report's growth section.
+// renderGrowthTo rewrites the report's growth section, charts included.
 func renderGrowthTo(outDir, report string, res *growthResults) error {
 	dir := filepath.Join(outDir, growthDir)
-	if err := writeGrowthChart(filepath.Join(dir, chartFile), res); err != nil {
-		return err
-	}
 	return updateReport(report, growthSection, renderGrowthMarkdown(res, relTo(report, dir)))
 }
 
@@ -242,7 +239,7 @@ func renderGrowthMarkdown(res *growthResults, dir string) string {
 	fmt.Fprintf(&w, "Run %s → %s (UTC) on %d CPUs (%s), kray `%s`, KubeRay %s. Raw data: [`%s`](%s).\n\n",
 		res.Started.Format(time.DateTime), res.Finished.Format(time.DateTime), m.NProc, m.CPU, m.KrayVersion,
 		m.Versions["KUBERAY_VERSION"], filepath.Join(dir, resultsFile), filepath.Join(dir, resultsFile))
-	fmt.Fprintf(&w, "![kray vs KubeRay as the number of clusters grows](%s)\n\n", filepath.Join(dir, chartFile))
+	w.WriteString(growthCharts(res))
 	cols := growthColumns(res)
 	cells := make([]string, len(cols))
 	for i, c := range cols {

@@ -1,6 +1,6 @@
 // Command bench measures kray against KubeRay's operator on the local cluster of hack/cluster.sh, one
-// operator after the other in one run, and writes docs/benchmarks.md (between its generated markers),
-// docs/bench/results.json and docs/bench/chart.png.
+// operator after the other in one run, and writes docs/bench/results.json and docs/benchmarks.md (between
+// its generated markers), charts included.
 //
 // Each operator gets a fresh cluster (cluster.sh down --purge, then up) in its own state directory and on
 // its own ports, so that it never touches the default .local/ instance. The operator under test runs out of
@@ -115,12 +115,12 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.PodStartJitter, "pod-start-jitter", 0, "uniform jitter around -pod-start-delay (at most the delay)")
 	flag.StringVar(&krayArgs, "kray-args", "", "extra kray flags, space separated")
 	flag.StringVar(&kuberayArgs, "kuberay-args", "", "extra KubeRay flags, space separated")
-	flag.StringVar(&cfg.OutDir, "out", filepath.Join(root, "docs/bench"), "directory for results.json and chart.png")
+	flag.StringVar(&cfg.OutDir, "out", filepath.Join(root, "docs/bench"), "directory for results.json")
 	flag.StringVar(&cfg.Report, "report", filepath.Join(root, "docs/benchmarks.md"), "report whose generated section is rewritten")
-	flag.StringVar(&cfg.RenderOnly, "render-only", "", "re-render the report and chart from this results.json; measure nothing")
+	flag.StringVar(&cfg.RenderOnly, "render-only", "", "re-render the report (and its chart) from this results.json; measure nothing")
 	flag.StringVar(&growth, "growth", "", "comma-separated, increasing cluster counts: run only the create scenario at each, "+
 		"on a fresh cluster per operator and count, and write <out>/growth/ and the report's growth section")
-	flag.StringVar(&cfg.GrowthRenderOnly, "growth-render-only", "", "re-render the growth chart and section from this growth results.json; measure nothing")
+	flag.StringVar(&cfg.GrowthRenderOnly, "growth-render-only", "", "re-render the growth section (and its charts) from this growth results.json; measure nothing")
 	flag.Parse()
 	if cfg.Growth, err = parseGrowth(growth); err != nil {
 		log.Fatalf("bench: -growth: %v", err)
@@ -186,16 +186,13 @@ func (cfg config) runs(name string) bool {
 	return len(cfg.Scenarios) == 0 || slices.Contains(cfg.Scenarios, name)
 }
 
-// render rewrites the report and chart from cfg.RenderOnly, keeping the recorded run's configuration.
+// render rewrites the report, its chart included, from cfg.RenderOnly, keeping the recorded run's configuration.
 func render(_ context.Context, cfg config) error {
 	res, err := readResults(cfg.RenderOnly)
 	if err != nil {
 		return err
 	}
 	res.Config.OutDir, res.Config.Report = cfg.OutDir, cfg.Report
-	if err := writeChart(filepath.Join(cfg.OutDir, chartFile), res); err != nil {
-		return err
-	}
 	return updateReport(cfg.Report, mainSection, renderMarkdown(res.Config, res))
 }
 

@@ -17,7 +17,6 @@ import (
 // File names of a run's raw data and chart, in its output directory.
 const (
 	resultsFile = "results.json"
-	chartFile   = "chart.png"
 )
 
 // results is everything one run measured; docs/bench/results.json holds it verbatim.
@@ -160,13 +159,10 @@ func commandOutput(dir, name string, args ...string) string {
 	return string(out)
 }
 
-// writeResults writes results.json and chart.png to cfg.OutDir and rewrites the generated section of
-// cfg.Report, keeping everything outside its markers.
+// writeResults writes results.json to cfg.OutDir and rewrites the generated section of cfg.Report (its
+// chart included), keeping everything outside its markers.
 func writeResults(cfg config, res *results) error {
 	if err := writeJSON(filepath.Join(cfg.OutDir, resultsFile), res); err != nil {
-		return err
-	}
-	if err := writeChart(filepath.Join(cfg.OutDir, chartFile), res); err != nil {
 		return err
 	}
 	return updateReport(cfg.Report, mainSection, renderMarkdown(cfg, res))
@@ -257,7 +253,7 @@ func renderMarkdown(cfg config, res *results) string {
 	fmt.Fprintf(&w, "**Machine:** %d CPUs (%s), %s memory, Linux %s, %s. **kray:** `%s`.\n", m.NProc, m.CPU, m.MemTotal, m.Kernel, m.GoVersion, m.KrayVersion)
 	fmt.Fprintf(&w, "**Versions:** KubeRay %s, Kubernetes %s, etcd %s, kwok %s, OpenKruise %s.\n\n",
 		m.Versions["KUBERAY_VERSION"], m.Versions["KUBERNETES_VERSION"], m.Versions["ETCD_VERSION"], m.Versions["KWOK_VERSION"], m.Versions["KRUISE_VERSION"])
-	fmt.Fprintf(&w, "![kray vs KubeRay](%s)\n\n", filepath.Join(dir, chartFile))
+	w.WriteString(ratioChart(res))
 	kray, kuberay := findOp(res, operatorKray), findOp(res, operatorKubeRay)
 	writeComparison(&w, kray, kuberay, findOp(res, kruiseAlone))
 	writeRequests(&w, res)
