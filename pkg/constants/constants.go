@@ -1,4 +1,7 @@
-// Package constants names every label, annotation, condition, reason and finalizer that kray reads or writes.
+// Package constants names the keys that more than one part of kray reads or writes: labels, annotations,
+// finalizers, condition types and reasons, and the Ray defaults the builders and validation share. Event
+// reasons live beside the controller that records them (internal/controller/...; shared ones in
+// internal/controller/shared).
 //
 // Keys shared with KubeRay keep KubeRay's spelling, because the Ray autoscaler and Ray's tooling read them.
 package constants
@@ -67,8 +70,6 @@ const (
 	AnnotationGCSFTDeletionTimeout = "ray.io/gcs-ft-deletion-timeout"
 	// AnnotationEnableServeService "true" creates the serve Service.
 	AnnotationEnableServeService = "ray.io/enable-serve-service"
-	// AnnotationDisableProvisionedHeadRestart "true" keeps a missing head down once the cluster was provisioned.
-	AnnotationDisableProvisionedHeadRestart = "ray.io/disable-provisioned-head-restart"
 	// AnnotationIngressClass on the RayCluster becomes the Ingress class; every other annotation is copied.
 	AnnotationIngressClass = "kubernetes.io/ingress.class"
 	// AnnotationSpecHash on a workload holds the hash of the spec kray last wrote, so unchanged specs are not rewritten.
@@ -164,60 +165,6 @@ const (
 	ReasonUpgradeStrategyNone            = "UpgradeStrategyNone"
 )
 
-// Event reasons. KubeRay's reasons are kept where the action is the same.
-const (
-	EventCreatedService                = "CreatedService"
-	EventCreatedHeadStatefulSet        = "CreatedHeadStatefulSet"
-	EventCreatedWorkerCloneSet         = "CreatedWorkerCloneSet"
-	EventUpdatedWorkload               = "UpdatedWorkload"
-	EventDeletedWorkerCloneSet         = "DeletedWorkerCloneSet"
-	EventScaledWorkerGroup             = "ScaledWorkerGroup"
-	EventDeletedWorkerPod              = "DeletedWorkerPod"
-	EventDeletedHeadPod                = "DeletedHeadPod"
-	EventWorkersToDeleteIgnored        = "WorkersToDeleteIgnored"
-	EventCreatedServiceAccount         = "CreatedServiceAccount"
-	EventCreatedRole                   = "CreatedRole"
-	EventCreatedRoleBinding            = "CreatedRoleBinding"
-	EventRestartPolicySubstituted      = "RestartPolicySubstituted"
-	EventRayContainerNotFirst          = "RayContainerNotFirst"
-	EventInvalidSpec                   = "InvalidRayClusterSpec"
-	EventInvalidMetadata               = "InvalidRayClusterMetadata"
-	EventFailedToCreateService         = "FailedToCreateService"
-	EventFailedToCreateServiceAccount  = "FailedToCreateServiceAccount"
-	EventFailedToCreateRole            = "FailedToCreateRole"
-	EventFailedToCreateRoleBinding     = "FailedToCreateRoleBinding"
-	EventFailedToWriteWorkload         = "FailedToWriteWorkload"
-	EventFailedToDeletePod             = "FailedToDeletePod"
-	EventAutoscalerSANotFound          = "AutoscalerServiceAccountNotFound"
-	EventFailedCreateWorkerPod         = "FailedToCreateWorkerPod"
-	EventFailedCreateHeadPod           = "FailedToCreateHeadPod"
-	EventSuspending                    = "Suspending"
-	EventSuspended                     = "Suspended"
-	EventCreatedIngress                = "CreatedIngress"
-	EventUpdatedIngress                = "UpdatedIngress"
-	EventFailedToCreateIngress         = "FailedToCreateIngress"
-	EventFailedToUpdateIngress         = "FailedToUpdateIngress"
-	EventCreatedPDB                    = "CreatedPodDisruptionBudget"
-	EventUpdatedPDB                    = "UpdatedPodDisruptionBudget"
-	EventDeletedPDB                    = "DeletedPodDisruptionBudget"
-	EventFailedToWritePDB              = "FailedToWritePodDisruptionBudget"
-	EventCreatedImagePullJob           = "CreatedImagePullJob"
-	EventDeletedImagePullJob           = "DeletedImagePullJob"
-	EventFailedToWriteImagePullJob     = "FailedToWriteImagePullJob"
-	EventCreatedSecret                 = "CreatedSecret"
-	EventFailedToCreateSecret          = "FailedToCreateSecret"
-	EventCreatedPVC                    = "CreatedPVC"
-	EventFailedToCreatePVC             = "FailedToCreatePVC"
-	EventCreatedRedisCleanupJob        = "CreatedRedisCleanupJob"
-	EventFailedToCreateRedisCleanupJob = "FailedToCreateRedisCleanupJob"
-	EventForceDeletedStuckCluster      = "ForceDeletedStuckCluster"
-	EventDrainingWorker                = "DrainingWorker"
-	EventDrainFailed                   = "DrainFailed"
-	EventDrainedWorker                 = "DrainedWorker"
-	EventDrainTimedOut                 = "DrainTimedOut"
-	EventFailedToReleaseDrainHook      = "FailedToReleaseDrainHook"
-)
-
 // ControllerName is the field manager and event reporter of kray's reconciler.
 const ControllerName = "kray-operator"
 
@@ -272,43 +219,6 @@ const (
 	EnvRayJobSubmissionID  = "RAY_JOB_SUBMISSION_ID"
 	// DefaultSubmitterBackoffLimit is the submitter Job's backoffLimit when submitterConfig sets none.
 	DefaultSubmitterBackoffLimit = 2
-)
-
-// RayJob event reasons, KubeRay's.
-const (
-	EventInvalidRayJobMetadata         = "InvalidRayJobMetadata"
-	EventInvalidRayJobSpec             = "InvalidRayJobSpec"
-	EventInvalidRayJobStatus           = "InvalidRayJobStatus"
-	EventCreatedRayCluster             = "CreatedRayCluster"
-	EventFailedToCreateRayCluster      = "FailedToCreateRayCluster"
-	EventDeletedRayCluster             = "DeletedRayCluster"
-	EventUpdatedRayCluster             = "UpdatedRayCluster"
-	EventUpdatedService                = "UpdatedService"
-	EventFailedToUpdateService         = "FailedToUpdateService"
-	EventFailedToUpdateRayCluster      = "FailedToUpdateRayCluster"
-	EventFailedToDeleteRayCluster      = "FailedToDeleteRayCluster"
-	EventRayClusterNotFound            = "RayClusterNotFound"
-	EventCreatedRayJobSubmitter        = "CreatedRayJobSubmitter"
-	EventFailedToCreateRayJobSubmitter = "FailedToCreateRayJobSubmitter"
-	EventDeletedRayJobSubmitter        = "DeletedRayJobSubmitter"
-	EventFailedToDeleteRayJobSubmitter = "FailedToDeleteRayJobSubmitter"
-	EventSubmittedRayJob               = "SubmittedRayJob"
-	EventFailedToSubmitRayJob          = "FailedToSubmitRayJob"
-	EventStoppedRayJob                 = "StoppedRayJob"
-	EventFailedToStopRayJob            = "FailedToStopRayJob"
-)
-
-// RayService event reasons, KubeRay's (shared ones above: CreatedRayCluster, UpdatedRayCluster,
-// DeletedRayCluster, CreatedService, UpdatedService and their failures).
-const (
-	EventInvalidRayServiceMetadata       = "InvalidRayServiceMetadata"
-	EventInvalidRayServiceSpec           = "InvalidRayServiceSpec"
-	EventUpdatedServeApplications        = "UpdatedServeApplications"
-	EventFailedToUpdateServeApplications = "FailedToUpdateServeApplications"
-	EventUpdatedHeadPodServeLabel        = "UpdatedHeadPodServeLabel"
-	EventFailedToUpdateHeadPodServeLabel = "FailedToUpdateHeadPodServeLabel"
-	EventRayServiceInitializingTimeout   = "RayServiceInitializingTimeout"
-	EventFailedToGetServeApplications    = "FailedToGetServeApplications"
 )
 
 // RayServiceControllerName is the RayService controller's name in events and metrics.

@@ -244,7 +244,7 @@ func Warnings(rc *rayv1.RayCluster) []Warning {
 		g := &rc.Spec.WorkerGroupSpecs[i]
 		switch g.Template.Spec.RestartPolicy {
 		case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
-			out = append(out, Warning{constants.EventRestartPolicySubstituted, fmt.Sprintf("worker group %s asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces a pod whose Ray container exits", g.GroupName, g.Template.Spec.RestartPolicy)})
+			out = append(out, Warning{EventRestartPolicySubstituted, fmt.Sprintf("worker group %s asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces a pod whose Ray container exits", g.GroupName, g.Template.Spec.RestartPolicy)})
 		}
 		if w, ok := rayContainerNotFirst("worker group "+g.GroupName, g.Template.Spec.Containers); ok {
 			out = append(out, w)
@@ -252,7 +252,7 @@ func Warnings(rc *rayv1.RayCluster) []Warning {
 	}
 	switch p := rc.Spec.HeadGroupSpec.Template.Spec.RestartPolicy; p {
 	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
-		out = append(out, Warning{constants.EventRestartPolicySubstituted, fmt.Sprintf("the head asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces the head pod when its Ray container exits", p)})
+		out = append(out, Warning{EventRestartPolicySubstituted, fmt.Sprintf("the head asks for restartPolicy %s; Kruise runs pods with Always, so kray replaces the head pod when its Ray container exits", p)})
 	}
 	if w, ok := rayContainerNotFirst("the head", rc.Spec.HeadGroupSpec.Template.Spec.Containers); ok {
 		out = append(out, w)
@@ -268,7 +268,7 @@ func rayContainerNotFirst(where string, containers []corev1.Container) (Warning,
 	}
 	for _, c := range containers[1:] {
 		if looksLikeRay(c) {
-			return Warning{constants.EventRayContainerNotFirst, fmt.Sprintf("%s: container %q looks like the Ray container but is not first; kray runs `ray start` in the first container, %q", where, c.Name, containers[0].Name)}, true
+			return Warning{EventRayContainerNotFirst, fmt.Sprintf("%s: container %q looks like the Ray container but is not first; kray runs `ray start` in the first container, %q", where, c.Name, containers[0].Name)}, true
 		}
 	}
 	return Warning{}, false

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 )
 
 // autoscaler speaks to the API server the way the Ray autoscaler does: plain HTTPS with the autoscaler
@@ -157,15 +157,15 @@ func TestAutoscalerBadNames(t *testing.T) {
 	as.patch(t, fmt.Sprintf(`[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1}, {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {"workersToDelete": [%s]}}]`,
 		quoted("never-existed", dead.Name, big[0].Name)))
 	g.Eventually(func(g Gomega) {
-		g.Expect(eventMessages(g, rc, constants.EventWorkersToDeleteIgnored)).To(ContainElement(ContainSubstring(big[0].Name + ": the pod is not controlled by this group's CloneSet")))
+		g.Expect(eventMessages(g, rc, raycluster.EventWorkersToDeleteIgnored)).To(ContainElement(ContainSubstring(big[0].Name + ": the pod is not controlled by this group's CloneSet")))
 	}, readyTimeout, poll).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "no pod may be deleted for names kray cannot act on")
 	}, 3*time.Second, poll).Should(Succeed())
 	g.Expect(get(g, rc).Status.DesiredWorkerReplicas).To(Equal(int32(2)))
 	// No error loop: the names are explained a bounded number of times, not on a hot retry loop.
-	g.Expect(eventCount(g, rc, constants.EventWorkersToDeleteIgnored)).To(BeNumerically("<=", 10))
-	g.Expect(eventCount(g, rc, constants.EventFailedToWriteWorkload)).To(BeZero())
+	g.Expect(eventCount(g, rc, raycluster.EventWorkersToDeleteIgnored)).To(BeNumerically("<=", 10))
+	g.Expect(eventCount(g, rc, raycluster.EventFailedToWriteWorkload)).To(BeZero())
 }
 
 // eventCount sums the counts of events about rc with the given reason (the recorder aggregates repeats).

@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 type badInput struct {
@@ -136,8 +138,8 @@ var acceptedAndRun = []struct {
 	workers int
 	warning string // a Warning event reason that must be emitted, if any
 }{
-	{"restartPolicy Never", func(rc *rayv1.RayCluster) { group(rc).Template.Spec.RestartPolicy = corev1.RestartPolicyNever }, 2, constants.EventRestartPolicySubstituted},
-	{"restartPolicy OnFailure", func(rc *rayv1.RayCluster) { group(rc).Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }, 2, constants.EventRestartPolicySubstituted},
+	{"restartPolicy Never", func(rc *rayv1.RayCluster) { group(rc).Template.Spec.RestartPolicy = corev1.RestartPolicyNever }, 2, validation.EventRestartPolicySubstituted},
+	{"restartPolicy OnFailure", func(rc *rayv1.RayCluster) { group(rc).Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }, 2, validation.EventRestartPolicySubstituted},
 	{"restartPolicy Always", func(rc *rayv1.RayCluster) { group(rc).Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }, 2, ""},
 	{"numOfHosts 0 counts as 1", func(rc *rayv1.RayCluster) { group(rc).NumOfHosts = 0 }, 2, ""},
 	{"replicas above max are clamped", func(rc *rayv1.RayCluster) { group(rc).Replicas = ptr.To[int32](50) }, 5, ""},
@@ -153,7 +155,7 @@ var acceptedAndRun = []struct {
 	{"head with the Ray container second", func(rc *rayv1.RayCluster) {
 		head := &rc.Spec.HeadGroupSpec.Template.Spec
 		head.Containers = append([]corev1.Container{{Name: "sidecar", Image: "busybox:1.36"}}, head.Containers...)
-	}, 2, constants.EventRayContainerNotFirst},
+	}, 2, validation.EventRayContainerNotFirst},
 	{"100 worker groups", func(rc *rayv1.RayCluster) {
 		base := *group(rc)
 		rc.Spec.WorkerGroupSpecs = nil
@@ -248,7 +250,7 @@ func TestBadInputReportedByController(t *testing.T) {
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 				g.Expect(c.Message).To(ContainSubstring(tc.want))
-				g.Expect(eventMessages(g, rc, constants.EventInvalidSpec)).To(ContainElement(ContainSubstring(tc.want)))
+				g.Expect(eventMessages(g, rc, raycluster.EventInvalidSpec)).To(ContainElement(ContainSubstring(tc.want)))
 			}, readyTimeout, poll).Should(Succeed())
 			noWorkloads(g, ns, rc.Name)
 		})
@@ -257,7 +259,7 @@ func TestBadInputReportedByController(t *testing.T) {
 	g := NewWithT(t)
 	g.Consistently(func(g Gomega) {
 		for _, rc := range clusters {
-			g.Expect(eventCount(g, rc, constants.EventInvalidSpec)).To(BeNumerically("<=", 3), "cluster %s", rc.Name)
+			g.Expect(eventCount(g, rc, raycluster.EventInvalidSpec)).To(BeNumerically("<=", 3), "cluster %s", rc.Name)
 		}
 	}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
@@ -64,6 +65,6 @@ func TestHeadDisruptionBudget(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(headPod(g, rc).UID).NotTo(Equal(before[names.HeadPod(rc.Name)]), "the evicted head is replaced")
 	}, readyTimeout, poll).Should(Succeed())
-	g.Expect(eventMessages(g, rc, constants.EventCreatedPDB)).To(HaveLen(1))
-	g.Expect(eventMessages(g, rc, constants.EventDeletedPDB)).To(HaveLen(1))
+	g.Expect(eventMessages(g, rc, raycluster.EventCreatedPDB)).To(HaveLen(1))
+	g.Expect(eventMessages(g, rc, raycluster.EventDeletedPDB)).To(HaveLen(1))
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/ray"
 )
@@ -110,8 +111,8 @@ func TestDrainBeforeNamedScaleDown(t *testing.T) {
 	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victims))
 	g.Expect(drainedNames(gcs.drainedPods(rc.Namespace), rc.Namespace)).To(ConsistOf(victims), "a drain was asked for a pod nobody named")
 	g.Eventually(func(g Gomega) {
-		g.Expect(eventCount(g, rc, constants.EventDrainingWorker)).To(BeNumerically(">=", 2))
-		g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 2))
+		g.Expect(eventCount(g, rc, raycluster.EventDrainingWorker)).To(BeNumerically(">=", 2))
+		g.Expect(eventCount(g, rc, raycluster.EventDrainedWorker)).To(BeNumerically(">=", 2))
 	}, readyTimeout, poll).Should(Succeed())
 }
 
@@ -137,7 +138,7 @@ func TestDrainTimeoutReleasesPod(t *testing.T) {
 	g.Eventually(func(g Gomega) { g.Expect(podExists(g, rc.Namespace, victim)).To(BeFalse()) }, readyTimeout, poll).Should(Succeed())
 	waitReady(t, rc, 1)
 	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(victim))
-	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
 }
 
 // Turning workerDrain on for a running cluster (upgradeStrategy None, so no template change reaches the
@@ -197,8 +198,8 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(old), "every recreated worker drained once, no other")
 	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(old))
 	g.Eventually(func(g Gomega) {
-		g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 3))
-		g.Expect(eventCount(g, rc, constants.EventDrainTimedOut)).To(BeZero())
+		g.Expect(eventCount(g, rc, raycluster.EventDrainedWorker)).To(BeNumerically(">=", 3))
+		g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeZero())
 	}, readyTimeout, poll).Should(Succeed())
 }
 
@@ -312,8 +313,8 @@ func TestDrainOnTokenAuthCluster(t *testing.T) {
 		g.Expect(podExists(g, ns, victim)).To(BeFalse())
 	}, readyTimeout, poll).Should(Succeed())
 	g.Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second), "released by the drain, not by the 60 s timeout")
-	g.Expect(eventCount(g, rc, constants.EventDrainFailed)).To(BeZero())
-	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, constants.EventDrainedWorker)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
+	g.Expect(eventCount(g, rc, raycluster.EventDrainFailed)).To(BeZero())
+	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, raycluster.EventDrainedWorker)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
 }
 
 // fakeNodeID is the Ray node ID the fake GCS gives the pod ns/name.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -91,7 +92,7 @@ func TestGCSFaultToleranceRedis(t *testing.T) {
 	g.Expect(job.Spec.Template.Labels).To(HaveKeyWithValue(constants.LabelNodeType, "redis-cleanup"))
 	// kwok completes the Job's pod; once the Job is Complete the finalizer goes and so does the cluster.
 	gone(g, &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rc.Name}})
-	g.Expect(eventCount(g, rc, constants.EventCreatedRedisCleanupJob)).To(BeNumerically(">=", 1))
+	g.Expect(eventCount(g, rc, raycluster.EventCreatedRedisCleanupJob)).To(BeNumerically(">=", 1))
 }
 
 // A cleanup that cannot finish (its pod never schedules) holds the cluster only until
@@ -113,7 +114,7 @@ func TestRedisCleanupTimeout(t *testing.T) {
 	gone(g, &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rc.Name}})
 	g.Expect(time.Since(start)).To(BeNumerically(">=", 2*time.Second), "the finalizer went before the timeout")
 	// Events are sent after the write that removed the finalizer, so the warning may trail the deletion.
-	g.Eventually(func(g Gomega) int32 { return eventCount(g, rc, constants.EventForceDeletedStuckCluster) }, readyTimeout, poll).Should(BeNumerically(">=", 1))
+	g.Eventually(func(g Gomega) int32 { return eventCount(g, rc, raycluster.EventForceDeletedStuckCluster) }, readyTimeout, poll).Should(BeNumerically(">=", 1))
 }
 
 // Embedded RocksDB GCS fault tolerance: kray creates the PVC (owned by the cluster), the head mounts it and

@@ -14,8 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 func workerTemplateLabel(g Gomega, rc *rayv1.RayCluster, key string) string {
@@ -88,12 +89,12 @@ func TestRestartPolicyNeverReplacesExitedWorkers(t *testing.T) {
 		pods := workerPods(g, rc, "workergroup")
 		g.Expect(pods).To(HaveLen(1))
 		g.Expect(pods[0].UID).NotTo(Equal(never.UID))
-		g.Expect(eventMessages(g, rc, constants.EventDeletedWorkerPod)).To(ContainElement(ContainSubstring("restartPolicy Never")))
+		g.Expect(eventMessages(g, rc, raycluster.EventDeletedWorkerPod)).To(ContainElement(ContainSubstring("restartPolicy Never")))
 	}, readyTimeout, poll).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(uids(workerPods(g, rc, "always"))).To(HaveKeyWithValue(kept.Name, kept.UID))
 	}, 2*time.Second, poll).Should(Succeed())
-	g.Expect(eventMessages(g, rc, constants.EventRestartPolicySubstituted)).To(ContainElement(ContainSubstring("worker group workergroup asks for restartPolicy Never")))
+	g.Expect(eventMessages(g, rc, validation.EventRestartPolicySubstituted)).To(ContainElement(ContainSubstring("worker group workergroup asks for restartPolicy Never")))
 }
 
 func workerTemplateImage(g Gomega, rc *rayv1.RayCluster) string {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -96,7 +97,7 @@ func TestImagePrepull(t *testing.T) {
 		g.Expect(pullJobs(g, ns, owned)).To(BeEmpty())
 	}, readyTimeout, poll).Should(Succeed())
 	g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "turning pre-pull on and off and a new image restarted no pod (upgradeStrategy None)")
-	g.Expect(eventMessages(g, rc, constants.EventDeletedImagePullJob)).To(HaveLen(3), "the old worker image's job, then both left")
+	g.Expect(eventMessages(g, rc, raycluster.EventDeletedImagePullJob)).To(HaveLen(3), "the old worker image's job, then both left")
 }
 
 // A rolling in-place upgrade pulls the new image before pods are updated: with kray's RollingUpdate (one pod

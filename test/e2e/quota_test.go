@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -31,7 +32,7 @@ func TestResourceQuotaRefusalIsReported(t *testing.T) {
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Reason).To(Equal(constants.ReasonFailedCreateWorkerPod))
 		g.Expect(c.Message).To(ContainSubstring("exceeded quota"))
-		g.Expect(eventMessages(g, rc, constants.EventFailedCreateWorkerPod)).To(ContainElement(ContainSubstring("exceeded quota")))
+		g.Expect(eventMessages(g, rc, raycluster.EventFailedCreateWorkerPod)).To(ContainElement(ContainSubstring("exceeded quota")))
 	}, readyTimeout, poll).Should(Succeed())
 	g.Expect(get(g, rc).Status.State).NotTo(Equal(rayv1.Ready))
 

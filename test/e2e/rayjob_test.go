@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/rayjob"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/moddir"
 	"github.com/kray-project/kray/pkg/constants"
 )
@@ -314,8 +316,8 @@ func TestRayJobHTTPModeRunsToCompletion(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the cluster is deleted after the job: %v", err)
 	}, readyTimeout, poll).Should(Succeed())
 	expectOneAttempt(t, clusters, st)
-	g.Expect(eventMessages(g, job, constants.EventCreatedRayCluster)).To(HaveLen(1))
-	g.Expect(eventMessages(g, job, constants.EventSubmittedRayJob)).To(HaveLen(1))
+	g.Expect(eventMessages(g, job, shared.EventCreatedRayCluster)).To(HaveLen(1))
+	g.Expect(eventMessages(g, job, rayjob.EventSubmittedRayJob)).To(HaveLen(1))
 }
 
 // The default K8sJobMode creates one submitter Job (KubeRay's command and environment); the RayJob is
@@ -368,7 +370,7 @@ func TestRayJobFailureRetriesOnNewClusters(t *testing.T) {
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "flaky-head-svc"}, svc)).To(Succeed())
 	g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(constants.LabelCluster, cur.Status.RayClusterName),
 		"the RayJob's head Service follows the last attempt's cluster")
-	g.Expect(eventMessages(g, job, constants.EventUpdatedService)).To(HaveLen(1))
+	g.Expect(eventMessages(g, job, shared.EventUpdatedService)).To(HaveLen(1))
 	g.Eventually(func(g Gomega) {
 		var list rayv1.RayClusterList
 		g.Expect(k8s.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
@@ -643,7 +645,7 @@ func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 			g.Expect(cur.Status.Reason).To(Equal(rayv1.ValidationFailed))
 			g.Expect(cur.Status.Message).To(ContainSubstring(want))
 			g.Eventually(func(g Gomega) {
-				g.Expect(eventMessages(g, job, constants.EventInvalidRayJobSpec)).To(ContainElement(ContainSubstring(want)))
+				g.Expect(eventMessages(g, job, rayjob.EventInvalidRayJobSpec)).To(ContainElement(ContainSubstring(want)))
 			}, readyTimeout, poll).Should(Succeed())
 			g.Consistently(func(g Gomega) {
 				g.Expect(clusters.created()).To(BeEmpty())
@@ -679,7 +681,7 @@ func TestRayJobDeletionRules(t *testing.T) {
 		g.Expect(clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeWorker)).To(BeEmpty())
 		g.Expect(clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeHead)).To(HaveLen(1))
 	}, readyTimeout, poll).Should(Succeed())
-	g.Expect(eventMessages(g, job, constants.EventUpdatedRayCluster)).To(HaveLen(1))
+	g.Expect(eventMessages(g, job, shared.EventUpdatedRayCluster)).To(HaveLen(1))
 	g.Eventually(func(g Gomega) {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), &rayv1.RayCluster{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())

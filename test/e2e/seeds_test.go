@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -168,7 +169,7 @@ func TestKruiseOutageIsReportedAndNothingIsLost(t *testing.T) {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Message).To(ContainSubstring("webhook"))
-		g.Expect(eventMessages(g, rc, constants.EventFailedToWriteWorkload)).NotTo(BeEmpty())
+		g.Expect(eventMessages(g, rc, raycluster.EventFailedToWriteWorkload)).NotTo(BeEmpty())
 	}, readyTimeout, poll).Should(Succeed())
 	hack(t, "cluster.sh", "start-kruise")
 	waitReady(t, rc, 4)

@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 )
 
 // Two operator instances without leader election reconcile the same ten clusters at once, each losing some
@@ -35,7 +35,7 @@ func TestTwoOperatorInstancesCreateEachPodOnce(t *testing.T) {
 	createAtOnce(t, clusters)
 	expectEachPodCreatedOnce(t, clusters, 3)
 	for _, rc := range clusters {
-		g.Expect(eventCount(g, rc, constants.EventFailedToWriteWorkload)).To(BeZero(), "cluster %s", rc.Name)
+		g.Expect(eventCount(g, rc, raycluster.EventFailedToWriteWorkload)).To(BeZero(), "cluster %s", rc.Name)
 	}
 	var lostRaces, errors int
 	for i, l := range logs {

@@ -34,12 +34,12 @@ func (r *Reconciler) deleteDeadPods(ctx context.Context, s *state) error {
 
 // deleteReported deletes the pod and queues an event that says why.
 func (r *Reconciler) deleteReported(ctx context.Context, s *state, p *corev1.Pod, why string) error {
-	reason := constants.EventDeletedWorkerPod
+	reason := EventDeletedWorkerPod
 	if p.Labels[constants.LabelNodeType] == constants.NodeTypeHead {
-		reason = constants.EventDeletedHeadPod
+		reason = EventDeletedHeadPod
 	}
 	if err := r.deletePod(ctx, p.DeepCopy()); err != nil {
-		s.warn(constants.EventFailedToDeletePod, "Failed to delete pod %s/%s: %v", p.Namespace, p.Name, err)
+		s.warn(EventFailedToDeletePod, "Failed to delete pod %s/%s: %v", p.Namespace, p.Name, err)
 		return fmt.Errorf("delete pod %s: %w", p.Name, err)
 	}
 	s.normal(reason, "Deleted pod %s/%s: %s", p.Namespace, p.Name, why)

@@ -23,7 +23,7 @@ func (r *Reconciler) reconcileHeadDisruptionBudget(ctx context.Context, s *state
 	if desired == nil {
 		return r.deleteHeadDisruptionBudget(ctx, s, live)
 	}
-	if err := r.createOnce(ctx, s, desired, live, constants.EventCreatedPDB, constants.EventFailedToWritePDB); err != nil || live.UID == "" {
+	if err := r.createOnce(ctx, s, desired, live, EventCreatedPDB, EventFailedToWritePDB); err != nil || live.UID == "" {
 		return err
 	}
 	if !ownedBy(live, s.rc) {
@@ -35,10 +35,10 @@ func (r *Reconciler) reconcileHeadDisruptionBudget(ctx context.Context, s *state
 	updated := live.DeepCopy()
 	updated.Spec = desired.Spec
 	if err := r.Writer.Update(ctx, updated); err != nil {
-		s.warn(constants.EventFailedToWritePDB, "Failed to update PodDisruptionBudget %s/%s: %v", live.Namespace, live.Name, err)
+		s.warn(EventFailedToWritePDB, "Failed to update PodDisruptionBudget %s/%s: %v", live.Namespace, live.Name, err)
 		return fmt.Errorf("update PodDisruptionBudget %s: %w", live.Name, err)
 	}
-	s.normal(constants.EventUpdatedPDB, "Updated PodDisruptionBudget %s/%s", live.Namespace, live.Name)
+	s.normal(EventUpdatedPDB, "Updated PodDisruptionBudget %s/%s", live.Namespace, live.Name)
 	return nil
 }
 
@@ -51,6 +51,6 @@ func (r *Reconciler) deleteHeadDisruptionBudget(ctx context.Context, s *state, l
 	case err != nil:
 		return fmt.Errorf("read PodDisruptionBudget %s: %w", key.Name, err)
 	}
-	return r.deleteUnwanted(ctx, s, live, "PodDisruptionBudget", constants.EventDeletedPDB, constants.EventFailedToWritePDB,
+	return r.deleteUnwanted(ctx, s, live, "PodDisruptionBudget", EventDeletedPDB, EventFailedToWritePDB,
 		"the RayCluster no longer asks for it ("+constants.AnnotationHeadDisruptionBudget+")")
 }

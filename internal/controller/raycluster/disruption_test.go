@@ -55,8 +55,8 @@ func TestHeadDisruptionBudgetFollowsTheAnnotation(t *testing.T) {
 	if err := e.api.Get(context.Background(), objKey(rc), &rayv1.RayCluster{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventCreatedPDB) || !slices.Contains(got, constants.EventDeletedPDB) {
-		t.Errorf("events %v lack %s and %s", got, constants.EventCreatedPDB, constants.EventDeletedPDB)
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventCreatedPDB) || !slices.Contains(got, EventDeletedPDB) {
+		t.Errorf("events %v lack %s and %s", got, EventCreatedPDB, EventDeletedPDB)
 	}
 }
 

@@ -102,18 +102,18 @@ func drainSkipped(s *state, haveRay bool) string {
 func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
 	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
 	case lookupErr != nil:
-		s.warn(constants.EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
+		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
 	case !found:
-		s.normal(constants.EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
+		s.normal(EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
 	default:
 		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
 		switch {
 		case err != nil:
-			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
+			s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
 		case !reply.Accepted:
-			s.warn(constants.EventDrainFailed, "Worker pod %s: Ray rejected the drain request, deleting it after the timeout: %s", p.Name, reply.Rejection)
+			s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, deleting it after the timeout: %s", p.Name, reply.Rejection)
 		default:
-			s.normal(constants.EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
+			s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
 		}
 	}
 	start := podMeta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
@@ -127,13 +127,13 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 // the drain started (0 when none did).
 func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
 	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, podMeta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
-		s.warn(constants.EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
+		s.warn(EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
 		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
 	}
 	metrics.ObserveDrainRelease(outcome, took)
-	reason := constants.EventDrainedWorker
+	reason := EventDrainedWorker
 	if outcome == metrics.DrainTimedOut {
-		reason = constants.EventDrainTimedOut
+		reason = EventDrainTimedOut
 	}
 	if outcome == metrics.DrainTimedOut {
 		s.warn(reason, "Worker pod %s: released for deletion: %s", p.Name, why)

@@ -60,7 +60,7 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
 	if timeout := redisCleanupTimeout(rc); r.clock().Sub(rc.DeletionTimestamp.Time) > timeout {
-		s.warn(constants.EventForceDeletedStuckCluster, "The Redis cleanup of %s/%s did not finish within %s; removed finalizer %s without it: delete the storage namespace %q from Redis by hand",
+		s.warn(EventForceDeletedStuckCluster, "The Redis cleanup of %s/%s did not finish within %s; removed finalizer %s without it: delete the storage namespace %q from Redis by hand",
 			rc.Namespace, rc.Name, timeout, constants.FinalizerRedisCleanup, spec.ExternalStorageNamespace(rc))
 		return ctrl.Result{}, r.removeFinalizer(ctx, rc)
 	}
@@ -80,11 +80,11 @@ func (r *Reconciler) finalize(ctx context.Context, rc *rayv1.RayCluster) (ctrl.R
 		desired := builder.RedisCleanupJob(rc, r.Options)
 		created, err := r.create(ctx, desired)
 		if err != nil {
-			s.warn(constants.EventFailedToCreateRedisCleanupJob, "Failed to create the Redis cleanup Job %s/%s: %v", desired.Namespace, desired.Name, err)
+			s.warn(EventFailedToCreateRedisCleanupJob, "Failed to create the Redis cleanup Job %s/%s: %v", desired.Namespace, desired.Name, err)
 			return ctrl.Result{}, fmt.Errorf("create Redis cleanup Job: %w", err)
 		}
 		if created {
-			s.normal(constants.EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, spec.ExternalStorageNamespace(rc))
+			s.normal(EventCreatedRedisCleanupJob, "Created Job %s/%s to delete storage namespace %q from Redis", desired.Namespace, desired.Name, spec.ExternalStorageNamespace(rc))
 		}
 		return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 	case err != nil:

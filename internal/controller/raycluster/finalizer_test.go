@@ -51,8 +51,8 @@ func TestRedisCleanupFinalizer(t *testing.T) {
 	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the RayCluster is still there (%v) after its cleanup completed", err)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventCreatedRedisCleanupJob) {
-		t.Errorf("events %v lack %s", got, constants.EventCreatedRedisCleanupJob)
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventCreatedRedisCleanupJob) {
+		t.Errorf("events %v lack %s", got, EventCreatedRedisCleanupJob)
 	}
 }
 
@@ -76,7 +76,7 @@ func TestRedisCleanupGivesUpAfterTheTimeout(t *testing.T) {
 	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); err != nil {
 		t.Fatalf("the RayCluster went before the timeout: %v", err)
 	}
-	if got := reasons(e.takeEvents()); slices.Contains(got, constants.EventForceDeletedStuckCluster) {
+	if got := reasons(e.takeEvents()); slices.Contains(got, EventForceDeletedStuckCluster) {
 		t.Fatalf("events %v: forced before the timeout", got)
 	}
 	e.clock.SetTime(deleted.Add(31 * time.Second))
@@ -84,7 +84,7 @@ func TestRedisCleanupGivesUpAfterTheTimeout(t *testing.T) {
 	if err := e.api.Get(ctx, objKey(rc), &rayv1.RayCluster{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the RayCluster is still held (%v) after the timeout", err)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventForceDeletedStuckCluster) {
-		t.Errorf("events %v lack %s", got, constants.EventForceDeletedStuckCluster)
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventForceDeletedStuckCluster) {
+		t.Errorf("events %v lack %s", got, EventForceDeletedStuckCluster)
 	}
 }

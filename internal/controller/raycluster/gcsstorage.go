@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 )
 
 // reconcileGCSStoragePVC creates the embedded GCS store's PVC once; the head pod mounts it.
@@ -15,5 +14,5 @@ func (r *Reconciler) reconcileGCSStoragePVC(ctx context.Context, s *state) error
 	if pvc == nil {
 		return nil
 	}
-	return r.createOnce(ctx, s, pvc, &corev1.PersistentVolumeClaim{}, constants.EventCreatedPVC, constants.EventFailedToCreatePVC)
+	return r.createOnce(ctx, s, pvc, &corev1.PersistentVolumeClaim{}, EventCreatedPVC, EventFailedToCreatePVC)
 }

@@ -21,12 +21,12 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 	if live == nil {
 		created, err := r.create(ctx, desired)
 		if err != nil {
-			s.warn(constants.EventFailedToWriteWorkload, "Failed to create head StatefulSet %s: %v", desired.Name, err)
+			s.warn(EventFailedToWriteWorkload, "Failed to create head StatefulSet %s: %v", desired.Name, err)
 			return fmt.Errorf("create head StatefulSet %s: %w", desired.Name, err)
 		}
 		if created {
 			s.createdHead = true
-			s.normal(constants.EventCreatedHeadStatefulSet, "Created head Advanced StatefulSet %s/%s", desired.Namespace, desired.Name)
+			s.normal(EventCreatedHeadStatefulSet, "Created head Advanced StatefulSet %s/%s", desired.Namespace, desired.Name)
 		}
 		return nil
 	}
@@ -51,11 +51,11 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 		return true, nil
 	})
 	if err != nil {
-		s.warn(constants.EventFailedToWriteWorkload, "Failed to update head StatefulSet %s: %v", desired.Name, err)
+		s.warn(EventFailedToWriteWorkload, "Failed to update head StatefulSet %s: %v", desired.Name, err)
 		return fmt.Errorf("update head StatefulSet %s: %w", desired.Name, err)
 	}
 	if changed {
-		s.normal(constants.EventUpdatedWorkload, "Updated head Advanced StatefulSet %s/%s (replicas %d)", desired.Namespace, desired.Name, ptr.Deref(desired.Spec.Replicas, 0))
+		s.normal(EventUpdatedWorkload, "Updated head Advanced StatefulSet %s/%s (replicas %d)", desired.Namespace, desired.Name, ptr.Deref(desired.Spec.Replicas, 0))
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 )
 
 // reconcileIngress creates the head Ingress when enableIngress is set, and brings an Ingress kray owns back
@@ -19,7 +18,7 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
 		return nil
 	}
 	live := &networkingv1.Ingress{}
-	if err := r.createOnce(ctx, s, desired, live, constants.EventCreatedIngress, constants.EventFailedToCreateIngress); err != nil || live.UID == "" {
+	if err := r.createOnce(ctx, s, desired, live, EventCreatedIngress, EventFailedToCreateIngress); err != nil || live.UID == "" {
 		return err
 	}
 	if !ownedBy(live, s.rc) || (equality.Semantic.DeepEqual(live.Spec, desired.Spec) && hasAll(live.Annotations, desired.Annotations)) {
@@ -34,10 +33,10 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
 		live.Annotations[k] = v
 	}
 	if err := r.Writer.Update(ctx, live); err != nil {
-		s.warn(constants.EventFailedToUpdateIngress, "Failed to update Ingress %s/%s: %v", live.Namespace, live.Name, err)
+		s.warn(EventFailedToUpdateIngress, "Failed to update Ingress %s/%s: %v", live.Namespace, live.Name, err)
 		return fmt.Errorf("update Ingress %s: %w", live.Name, err)
 	}
-	s.normal(constants.EventUpdatedIngress, "Updated Ingress %s/%s", live.Namespace, live.Name)
+	s.normal(EventUpdatedIngress, "Updated Ingress %s/%s", live.Namespace, live.Name)
 	return nil
 }
 

@@ -107,8 +107,8 @@ func TestPreflightRefusalCreatesNothing(t *testing.T) {
 			t.Errorf("%s although a template is refused", w)
 		}
 	}
-	if !slices.Contains(reasons(e.takeEvents()), constants.EventInvalidSpec) {
-		t.Errorf("no %s event for a refused template", constants.EventInvalidSpec)
+	if !slices.Contains(reasons(e.takeEvents()), EventInvalidSpec) {
+		t.Errorf("no %s event for a refused template", EventInvalidSpec)
 	}
 }
 
@@ -131,7 +131,7 @@ func TestLostCreateRaceIsNotAFailure(t *testing.T) {
 	}
 	for _, r := range reasons(e.takeEvents()) {
 		switch r {
-		case constants.EventFailedToWriteWorkload, constants.EventCreatedHeadStatefulSet, constants.EventCreatedWorkerCloneSet:
+		case EventFailedToWriteWorkload, EventCreatedHeadStatefulSet, EventCreatedWorkerCloneSet:
 			t.Errorf("event %s after a lost create race", r)
 		}
 	}
@@ -148,16 +148,16 @@ func TestStatusConflictRequeuesAndAnnouncesNothingTwice(t *testing.T) {
 	if err != nil || res.RequeueAfter != shared.ConflictRetry {
 		t.Fatalf("got %+v, %v; want a requeue after %s and no error", res, err, shared.ConflictRetry)
 	}
-	if first := reasons(e.takeEvents()); slices.Contains(first, constants.EventSuspended) {
+	if first := reasons(e.takeEvents()); slices.Contains(first, EventSuspended) {
 		t.Errorf("events %v announce a suspension whose status write failed", first)
 	}
 	e.mustReconcile(rc)
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventSuspended) {
-		t.Errorf("events %v after the status write succeeded lack %s", got, constants.EventSuspended)
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventSuspended) {
+		t.Errorf("events %v after the status write succeeded lack %s", got, EventSuspended)
 	}
 	e.mustReconcile(rc)
-	if got := reasons(e.takeEvents()); slices.Contains(got, constants.EventSuspended) {
-		t.Errorf("%s announced twice", constants.EventSuspended)
+	if got := reasons(e.takeEvents()); slices.Contains(got, EventSuspended) {
+		t.Errorf("%s announced twice", EventSuspended)
 	}
 }
 
@@ -172,7 +172,7 @@ func TestActionEventsSurviveAFailedStatusWrite(t *testing.T) {
 	if _, _, err := e.reconcile(rc); err == nil || !strings.Contains(err.Error(), "write status") {
 		t.Fatalf("Reconcile error %v, want the status write's", err)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventScaledWorkerGroup) {
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventScaledWorkerGroup) {
 		t.Errorf("events %v lack the scale-up that did happen", got)
 	}
 }
@@ -211,8 +211,8 @@ func TestWorkersToDeleteNamesExactlyTheGroupsPods(t *testing.T) {
 	if other := e.get(&kruisev1alpha1.CloneSet{}, "c-other-worker").(*kruisev1alpha1.CloneSet); len(other.Spec.ScaleStrategy.PodsToDelete) != 0 {
 		t.Errorf("another group's CloneSet was asked to delete %v", other.Spec.ScaleStrategy.PodsToDelete)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventWorkersToDeleteIgnored) {
-		t.Errorf("events %v lack %s for names outside the group", got, constants.EventWorkersToDeleteIgnored)
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventWorkersToDeleteIgnored) {
+		t.Errorf("events %v lack %s for names outside the group", got, EventWorkersToDeleteIgnored)
 	}
 	e.playKruise(rc)
 	if diff := cmp.Diff([]string{"c-g-worker-00000", "c-g-worker-00002", "c-head-0", "c-other-worker-00000"}, e.pods(rc)); diff != "" {
@@ -421,8 +421,8 @@ func TestMissingUserServiceAccount(t *testing.T) {
 	if err == nil || slices.Contains(writes, "create StatefulSet/c-head") {
 		t.Fatalf("error %v, writes %v: want an error and no head", err, writes)
 	}
-	if !slices.Contains(reasons(e.takeEvents()), constants.EventAutoscalerSANotFound) {
-		t.Errorf("no %s event", constants.EventAutoscalerSANotFound)
+	if !slices.Contains(reasons(e.takeEvents()), EventAutoscalerSANotFound) {
+		t.Errorf("no %s event", EventAutoscalerSANotFound)
 	}
 	if err := e.api.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mine"}}); err != nil {
 		t.Fatal(err)
@@ -490,8 +490,8 @@ func TestDrainSendsTheClusterToken(t *testing.T) {
 				if len(gcs.drained) != 0 {
 					t.Errorf("a drain was asked without the token")
 				}
-				if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventDrainFailed) {
-					t.Errorf("events %v lack %s", got, constants.EventDrainFailed)
+				if got := reasons(e.takeEvents()); !slices.Contains(got, EventDrainFailed) {
+					t.Errorf("events %v lack %s", got, EventDrainFailed)
 				}
 				return
 			}

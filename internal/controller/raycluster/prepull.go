@@ -24,14 +24,14 @@ func (r *Reconciler) reconcileImagePrepull(ctx context.Context, s *state) error 
 	var errs []error
 	for _, job := range builder.ImagePullJobs(s.effective) {
 		wanted[job.Name] = true
-		errs = append(errs, r.createOnce(ctx, s, job, &kruisev1alpha1.ImagePullJob{}, constants.EventCreatedImagePullJob, constants.EventFailedToWriteImagePullJob))
+		errs = append(errs, r.createOnce(ctx, s, job, &kruisev1alpha1.ImagePullJob{}, EventCreatedImagePullJob, EventFailedToWriteImagePullJob))
 	}
 	for i := range live.Items {
 		job := &live.Items[i]
 		if wanted[job.Name] {
 			continue
 		}
-		errs = append(errs, r.deleteUnwanted(ctx, s, job, "ImagePullJob", constants.EventDeletedImagePullJob, constants.EventFailedToWriteImagePullJob,
+		errs = append(errs, r.deleteUnwanted(ctx, s, job, "ImagePullJob", EventDeletedImagePullJob, EventFailedToWriteImagePullJob,
 			"the RayCluster no longer asks for image "+job.Spec.Image+" to be pulled"))
 	}
 	return errors.Join(errs...)

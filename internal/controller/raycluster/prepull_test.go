@@ -56,7 +56,7 @@ func TestImagePullJobsFollowTheAnnotationAndTheImages(t *testing.T) {
 	if deleted := jobWrites(writes, "delete"); len(deleted) == 0 || len(jobWrites(writes, "create")) != 0 {
 		t.Errorf("annotation removed: writes %v, want every job deleted", writes)
 	}
-	if got := reasons(e.takeEvents()); !slices.Contains(got, constants.EventCreatedImagePullJob) || !slices.Contains(got, constants.EventDeletedImagePullJob) {
+	if got := reasons(e.takeEvents()); !slices.Contains(got, EventCreatedImagePullJob) || !slices.Contains(got, EventDeletedImagePullJob) {
 		t.Errorf("events %v", got)
 	}
 }

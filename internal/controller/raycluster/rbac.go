@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -27,15 +26,15 @@ func (r *Reconciler) reconcileAutoscalerRBAC(ctx context.Context, s *state) erro
 		key := types.NamespacedName{Namespace: rc.Namespace, Name: names.AutoscalerServiceAccountFor(rc)}
 		if err := r.APIReader.Get(ctx, key, sa); err != nil {
 			if apierrors.IsNotFound(err) {
-				s.warn(constants.EventAutoscalerSANotFound, "ServiceAccount %s, named by the head template, does not exist; create it for the autoscaler", key)
+				s.warn(EventAutoscalerSANotFound, "ServiceAccount %s, named by the head template, does not exist; create it for the autoscaler", key)
 			}
 			return fmt.Errorf("autoscaler ServiceAccount %s: %w", key, err)
 		}
-	} else if err := r.createOnce(ctx, s, builder.AutoscalerServiceAccount(rc), &corev1.ServiceAccount{}, constants.EventCreatedServiceAccount, constants.EventFailedToCreateServiceAccount); err != nil {
+	} else if err := r.createOnce(ctx, s, builder.AutoscalerServiceAccount(rc), &corev1.ServiceAccount{}, EventCreatedServiceAccount, EventFailedToCreateServiceAccount); err != nil {
 		return err
 	}
-	if err := r.createOnce(ctx, s, builder.AutoscalerRole(rc), &rbacv1.Role{}, constants.EventCreatedRole, constants.EventFailedToCreateRole); err != nil {
+	if err := r.createOnce(ctx, s, builder.AutoscalerRole(rc), &rbacv1.Role{}, EventCreatedRole, EventFailedToCreateRole); err != nil {
 		return err
 	}
-	return r.createOnce(ctx, s, builder.AutoscalerRoleBinding(rc), &rbacv1.RoleBinding{}, constants.EventCreatedRoleBinding, constants.EventFailedToCreateRoleBinding)
+	return r.createOnce(ctx, s, builder.AutoscalerRoleBinding(rc), &rbacv1.RoleBinding{}, EventCreatedRoleBinding, EventFailedToCreateRoleBinding)
 }

@@ -154,10 +154,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs := status.Observed{}
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata
-		s.warn(constants.EventInvalidMetadata, "The RayCluster metadata is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
+		s.warn(EventInvalidMetadata, "The RayCluster metadata is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
 	} else if err := errors.Join(extErr, validation.Spec(ext)); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidSpec
-		s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
+		s.warn(EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
 	}
 	if obs.InvalidSpec == nil {
 		// The finalizer comes first, before anything that holds Redis data exists.
@@ -182,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		rejected, failures := splitRejected(errs)
 		if rejected != nil {
 			obs.InvalidSpec, obs.InvalidReason = rejected, constants.ReasonRejectedByAdmission
-			s.warn(constants.EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, rejected)
+			s.warn(EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, rejected)
 		}
 		obs.SyncError = failures
 	}

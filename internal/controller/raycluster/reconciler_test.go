@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
 )
@@ -43,7 +44,7 @@ func TestReconcileCreatesAClusterOnceThenWritesNothing(t *testing.T) {
 	if got := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster); got.Status.ObservedGeneration != 0 {
 		t.Fatalf("the first reconcile wrote the status %+v", got.Status)
 	}
-	wantEvents := []string{constants.EventCreatedHeadStatefulSet, constants.EventCreatedWorkerCloneSet, constants.EventCreatedWorkerCloneSet, constants.EventCreatedService}
+	wantEvents := []string{EventCreatedHeadStatefulSet, EventCreatedWorkerCloneSet, EventCreatedWorkerCloneSet, shared.EventCreatedService}
 	if diff := cmp.Diff(wantEvents, reasons(e.takeEvents())); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -127,7 +128,7 @@ func TestScalingGoesOnWhenAnIndependentPhaseFails(t *testing.T) {
 	if c == nil || c.Status != "False" || !strings.Contains(c.Message, "phase ingress") {
 		t.Errorf("condition %s = %+v, want False naming the ingress phase", constants.ConditionWorkloadsSynced, c)
 	}
-	if !containsAll(reasons(e.takeEvents()), constants.EventFailedToCreateIngress, constants.EventCreatedWorkerCloneSet) {
+	if !containsAll(reasons(e.takeEvents()), EventFailedToCreateIngress, EventCreatedWorkerCloneSet) {
 		t.Errorf("events lack the Ingress failure or the CloneSet creation")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
 
@@ -29,11 +28,11 @@ func (r *Reconciler) reconcileAuthSecret(ctx context.Context, s *state) error {
 	secret := builder.AuthSecret(s.effective, base64.StdEncoding.EncodeToString(raw))
 	created, err := r.create(ctx, secret)
 	if err != nil {
-		s.warn(constants.EventFailedToCreateSecret, "Failed to create Secret %s/%s: %v", secret.Namespace, secret.Name, err)
+		s.warn(EventFailedToCreateSecret, "Failed to create Secret %s/%s: %v", secret.Namespace, secret.Name, err)
 		return fmt.Errorf("create Secret %s: %w", secret.Name, err)
 	}
 	if created {
-		s.normal(constants.EventCreatedSecret, "Created Secret %s/%s holding the Ray auth token", secret.Namespace, secret.Name)
+		s.normal(EventCreatedSecret, "Created Secret %s/%s holding the Ray auth token", secret.Namespace, secret.Name)
 	}
 	r.createdSecrets.Store(key, true)
 	return nil

@@ -5,8 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 )
 
 // reconcileHeadService creates the head Service once (KubeRay never updates it).
@@ -14,7 +14,7 @@ func (r *Reconciler) reconcileHeadService(ctx context.Context, s *state) error {
 	if s.children.headService != nil {
 		return nil
 	}
-	return r.createOnce(ctx, s, builder.HeadService(s.effective, r.Options), &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
+	return r.createOnce(ctx, s, builder.HeadService(s.effective, r.Options), &corev1.Service{}, shared.EventCreatedService, shared.EventFailedToCreateService)
 }
 
 // reconcileHeadlessWorkerService creates, once, the headless Service through which the hosts of multi-host
@@ -24,7 +24,7 @@ func (r *Reconciler) reconcileHeadlessWorkerService(ctx context.Context, s *stat
 	if svc == nil {
 		return nil
 	}
-	return r.createOnce(ctx, s, svc, &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
+	return r.createOnce(ctx, s, svc, &corev1.Service{}, shared.EventCreatedService, shared.EventFailedToCreateService)
 }
 
 // reconcileServeService creates the serve Service once when the cluster asks for it.
@@ -33,5 +33,5 @@ func (r *Reconciler) reconcileServeService(ctx context.Context, s *state) error 
 	if svc == nil {
 		return nil
 	}
-	return r.createOnce(ctx, s, svc, &corev1.Service{}, constants.EventCreatedService, constants.EventFailedToCreateService)
+	return r.createOnce(ctx, s, svc, &corev1.Service{}, shared.EventCreatedService, shared.EventFailedToCreateService)
 }

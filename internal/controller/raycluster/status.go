@@ -98,17 +98,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 func transitions(s *state, old, updated rayv1.RayClusterStatus) {
 	failure := string(rayv1.RayClusterReplicaFailure)
 	if c := meta.FindStatusCondition(updated.Conditions, failure); c != nil && c.Status == "True" && !meta.IsStatusConditionTrue(old.Conditions, failure) {
-		reason := constants.EventFailedCreateWorkerPod
+		reason := EventFailedCreateWorkerPod
 		if c.Reason == constants.ReasonFailedCreateHeadPod {
-			reason = constants.EventFailedCreateHeadPod
+			reason = EventFailedCreateHeadPod
 		}
 		s.warn(reason, "%s", c.Message)
 	}
 	suspended := string(rayv1.RayClusterSuspended)
 	if meta.IsStatusConditionTrue(updated.Conditions, string(rayv1.RayClusterSuspending)) && !meta.IsStatusConditionTrue(old.Conditions, string(rayv1.RayClusterSuspending)) {
-		s.normal(constants.EventSuspending, "Suspending: scaling the head StatefulSet and every worker CloneSet to 0")
+		s.normal(EventSuspending, "Suspending: scaling the head StatefulSet and every worker CloneSet to 0")
 	}
 	if meta.IsStatusConditionTrue(updated.Conditions, suspended) && !meta.IsStatusConditionTrue(old.Conditions, suspended) {
-		s.normal(constants.EventSuspended, "Suspended: all Ray pods are gone")
+		s.normal(EventSuspended, "Suspended: all Ray pods are gone")
 	}
 }

@@ -80,11 +80,11 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 	if live == nil {
 		created, err := r.create(ctx, desired)
 		if err != nil {
-			s.warn(constants.EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
+			s.warn(EventFailedToWriteWorkload, "Failed to create CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
 			return fmt.Errorf("create CloneSet %s: %w", desired.Name, err)
 		}
 		if created {
-			s.normal(constants.EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
+			s.normal(EventCreatedWorkerCloneSet, "Created CloneSet %s/%s for worker group %s with %d replicas", desired.Namespace, desired.Name, group.GroupName, ptr.Deref(desired.Spec.Replicas, 0))
 		}
 		return nil
 	}
@@ -119,23 +119,23 @@ func (r *Reconciler) reconcileWorkerGroup(ctx context.Context, s *state, group *
 		return true, nil
 	})
 	if len(plan.Ignored) > 0 {
-		s.warn(constants.EventWorkersToDeleteIgnored, "Worker group %s: workersToDelete names that were not deleted: %s", group.GroupName, scale.Describe(plan.Ignored))
+		s.warn(EventWorkersToDeleteIgnored, "Worker group %s: workersToDelete names that were not deleted: %s", group.GroupName, scale.Describe(plan.Ignored))
 	}
 	if err != nil {
-		s.warn(constants.EventFailedToWriteWorkload, "Failed to update CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
+		s.warn(EventFailedToWriteWorkload, "Failed to update CloneSet %s for worker group %s: %v", desired.Name, group.GroupName, err)
 		return fmt.Errorf("update CloneSet %s: %w", desired.Name, err)
 	}
 	if !changed {
 		return nil
 	}
 	if len(plan.Named) > 0 {
-		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
+		s.normal(EventDeletedWorkerPod, "Worker group %s: asked CloneSet %s to delete pods %s", group.GroupName, desired.Name, strings.Join(plan.Named, ", "))
 	}
 	if len(plan.Replaced) > 0 {
-		s.normal(constants.EventDeletedWorkerPod, "Worker group %s: a multi-host replica lost a host; asked CloneSet %s to replace its other hosts %s", group.GroupName, desired.Name, strings.Join(plan.Replaced, ", "))
+		s.normal(EventDeletedWorkerPod, "Worker group %s: a multi-host replica lost a host; asked CloneSet %s to replace its other hosts %s", group.GroupName, desired.Name, strings.Join(plan.Replaced, ", "))
 	}
 	if plan.Replicas != before {
-		s.normal(constants.EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
+		s.normal(EventScaledWorkerGroup, "Worker group %s: CloneSet %s replicas %d -> %d", group.GroupName, desired.Name, before, plan.Replicas)
 	}
 	return nil
 }
@@ -212,11 +212,11 @@ func (r *Reconciler) drainRemovedGroup(ctx context.Context, s *state, cs *kruise
 			return true, nil
 		})
 		if err != nil {
-			s.warn(constants.EventFailedToWriteWorkload, "Failed to scale CloneSet %s of removed worker group %s to 0: %v", cs.Name, group, err)
+			s.warn(EventFailedToWriteWorkload, "Failed to scale CloneSet %s of removed worker group %s to 0: %v", cs.Name, group, err)
 			return false, fmt.Errorf("scale CloneSet %s to 0: %w", cs.Name, err)
 		}
 		if changed {
-			s.normal(constants.EventScaledWorkerGroup, "Worker group %s was removed from the spec: scaled CloneSet %s to 0 so that its workers drain before it is deleted", group, cs.Name)
+			s.normal(EventScaledWorkerGroup, "Worker group %s was removed from the spec: scaled CloneSet %s to 0 so that its workers drain before it is deleted", group, cs.Name)
 		}
 		s.retryAfter(drainPoll)
 		return false, nil
@@ -248,12 +248,12 @@ func (r *Reconciler) deleteRemovedGroups(ctx context.Context, s *state, wanted m
 		uid := cs.UID
 		err := r.Writer.Delete(ctx, cs.DeepCopy(), client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if client.IgnoreNotFound(err) != nil {
-			s.warn(constants.EventFailedToWriteWorkload, "Failed to delete CloneSet %s of a removed worker group: %v", cs.Name, err)
+			s.warn(EventFailedToWriteWorkload, "Failed to delete CloneSet %s of a removed worker group: %v", cs.Name, err)
 			errs = append(errs, fmt.Errorf("delete CloneSet %s: %w", cs.Name, err))
 			continue
 		}
 		if err == nil {
-			s.normal(constants.EventDeletedWorkerCloneSet, "Deleted CloneSet %s/%s: worker group %s was removed from the spec", cs.Namespace, cs.Name, cs.Labels[constants.LabelGroup])
+			s.normal(EventDeletedWorkerCloneSet, "Deleted CloneSet %s/%s: worker group %s was removed from the spec", cs.Namespace, cs.Name, cs.Labels[constants.LabelGroup])
 		}
 	}
 	return errors.Join(errs...)

@@ -13,7 +13,6 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
-	"github.com/kray-project/kray/pkg/constants"
 )
 
 // The writes an action reports, to pick its events.
@@ -52,8 +51,8 @@ var actionRows = map[ActionKind]actionRow{
 		},
 		done:    apierrors.IsAlreadyExists,
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Cluster.Namespace + "/" + a.Cluster.Name },
-		ok:      map[string]eventText{wroteCreate: {constants.EventCreatedRayCluster, "Created RayCluster %s"}},
-		failed:  map[string]eventText{wroteCreate: {constants.EventFailedToCreateRayCluster, "Failed to create RayCluster %s: %v"}},
+		ok:      map[string]eventText{wroteCreate: {shared.EventCreatedRayCluster, "Created RayCluster %s"}},
+		failed:  map[string]eventText{wroteCreate: {shared.EventFailedToCreateRayCluster, "Failed to create RayCluster %s: %v"}},
 		wrap:    "create RayCluster %s",
 	},
 	CreateSubmitter: {
@@ -68,8 +67,8 @@ var actionRows = map[ActionKind]actionRow{
 			return wroteCreate, err
 		},
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Submitter.Namespace + "/" + a.Submitter.Name },
-		ok:      map[string]eventText{wroteCreate: {constants.EventCreatedRayJobSubmitter, "Created Kubernetes Job %s"}},
-		failed:  map[string]eventText{wroteCreate: {constants.EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s: %v"}},
+		ok:      map[string]eventText{wroteCreate: {EventCreatedRayJobSubmitter, "Created Kubernetes Job %s"}},
+		failed:  map[string]eventText{wroteCreate: {EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s: %v"}},
 		wrap:    "create the submitter Job %s",
 	},
 	DeleteCluster: {
@@ -78,8 +77,8 @@ var actionRows = map[ActionKind]actionRow{
 		},
 		done:    apierrors.IsNotFound,
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Cluster.Namespace + "/" + a.Cluster.Name },
-		ok:      map[string]eventText{wroteDelete: {constants.EventDeletedRayCluster, "Deleted cluster %s"}},
-		failed:  map[string]eventText{wroteDelete: {constants.EventFailedToDeleteRayCluster, "Failed to delete cluster %s: %v"}},
+		ok:      map[string]eventText{wroteDelete: {shared.EventDeletedRayCluster, "Deleted cluster %s"}},
+		failed:  map[string]eventText{wroteDelete: {shared.EventFailedToDeleteRayCluster, "Failed to delete cluster %s: %v"}},
 		wrap:    "delete RayCluster %s",
 	},
 	DeleteSubmitter: {
@@ -89,8 +88,8 @@ var actionRows = map[ActionKind]actionRow{
 		},
 		done:    apierrors.IsNotFound,
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Submitter.Namespace + "/" + a.Submitter.Name },
-		ok:      map[string]eventText{wroteDelete: {constants.EventDeletedRayJobSubmitter, "Deleted submitter K8s Job %s"}},
-		failed:  map[string]eventText{wroteDelete: {constants.EventFailedToDeleteRayJobSubmitter, "Failed to delete submitter K8s Job %s: %v"}},
+		ok:      map[string]eventText{wroteDelete: {EventDeletedRayJobSubmitter, "Deleted submitter K8s Job %s"}},
+		failed:  map[string]eventText{wroteDelete: {EventFailedToDeleteRayJobSubmitter, "Failed to delete submitter K8s Job %s: %v"}},
 		wrap:    "delete the submitter Job %s",
 	},
 	SuspendWorkers: {
@@ -99,8 +98,8 @@ var actionRows = map[ActionKind]actionRow{
 		},
 		done:    apierrors.IsNotFound,
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Cluster.Namespace + "/" + a.Cluster.Name },
-		ok:      map[string]eventText{wroteUpdate: {constants.EventUpdatedRayCluster, "Set the `suspend` field to true for all worker groups in cluster %s"}},
-		failed:  map[string]eventText{wroteUpdate: {constants.EventFailedToUpdateRayCluster, "Failed to suspend worker groups in cluster %s: %v"}},
+		ok:      map[string]eventText{wroteUpdate: {shared.EventUpdatedRayCluster, "Set the `suspend` field to true for all worker groups in cluster %s"}},
+		failed:  map[string]eventText{wroteUpdate: {shared.EventFailedToUpdateRayCluster, "Failed to suspend worker groups in cluster %s: %v"}},
 		wrap:    "suspend the workers of RayCluster %s",
 	},
 	DeleteRayJob: {
@@ -117,12 +116,12 @@ var actionRows = map[ActionKind]actionRow{
 		},
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Service.Namespace + "/" + a.Service.Name },
 		ok: map[string]eventText{
-			wroteCreate: {constants.EventCreatedService, "Created the service %s"},
-			wroteUpdate: {constants.EventUpdatedService, "Updated the service %s"},
+			wroteCreate: {shared.EventCreatedService, "Created the service %s"},
+			wroteUpdate: {shared.EventUpdatedService, "Updated the service %s"},
 		},
 		failed: map[string]eventText{
-			wroteCreate: {constants.EventFailedToCreateService, "Failed to create the service %s, %v"},
-			wroteUpdate: {constants.EventFailedToUpdateService, "Failed to update the service %s, %v"},
+			wroteCreate: {shared.EventFailedToCreateService, "Failed to create the service %s, %v"},
+			wroteUpdate: {shared.EventFailedToUpdateService, "Failed to update the service %s, %v"},
 		},
 		wrap: "keep the head Service %s",
 	},
@@ -133,8 +132,8 @@ var actionRows = map[ActionKind]actionRow{
 		subject: func(job *rayv1.RayJob, a Action) string {
 			return fmt.Sprintf("Ray job %s to RayCluster %s/%s", a.Request.SubmissionID, job.Namespace, job.Status.RayClusterName)
 		},
-		ok:      map[string]eventText{wroteCreate: {constants.EventSubmittedRayJob, "Submitted %s"}},
-		failed:  map[string]eventText{wroteCreate: {constants.EventFailedToSubmitRayJob, "Failed to submit %s: %v"}},
+		ok:      map[string]eventText{wroteCreate: {EventSubmittedRayJob, "Submitted %s"}},
+		failed:  map[string]eventText{wroteCreate: {EventFailedToSubmitRayJob, "Failed to submit %s: %v"}},
 		wrap:    "submit %s",
 		submits: true,
 	},

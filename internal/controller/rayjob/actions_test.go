@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
-	"github.com/kray-project/kray/pkg/constants"
 )
 
 // Every kind of action Next can ask for has a row.
@@ -36,9 +36,9 @@ func TestActionOutcomes(t *testing.T) {
 		wantEvent string
 		wantErr   string
 	}{
-		{"created", nil, constants.EventCreatedRayCluster, ""},
+		{"created", nil, shared.EventCreatedRayCluster, ""},
 		{"already there", exists, "", ""},
-		{"failed", boom, constants.EventFailedToCreateRayCluster, "create RayCluster ns/train-abcde: "},
+		{"failed", boom, shared.EventFailedToCreateRayCluster, "create RayCluster ns/train-abcde: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)

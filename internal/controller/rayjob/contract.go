@@ -10,7 +10,6 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/validation"
 )
@@ -195,13 +194,13 @@ func Next(o Observed) Decision {
 // validate runs the metadata, spec and status checks, returning the event reason of the first failure.
 func validate(job *rayv1.RayJob, opts validation.RayJobOptions) (string, error) {
 	if err := validation.RayJobMetadata(job); err != nil {
-		return constants.EventInvalidRayJobMetadata, err
+		return EventInvalidRayJobMetadata, err
 	}
 	if err := validation.RayJobSpec(job, opts); err != nil {
-		return constants.EventInvalidRayJobSpec, err
+		return EventInvalidRayJobSpec, err
 	}
 	if err := validation.RayJobStatus(job); err != nil {
-		return constants.EventInvalidRayJobStatus, err
+		return EventInvalidRayJobStatus, err
 	}
 	return "", nil
 }

@@ -151,7 +151,7 @@ func clusterPresent(o Observed, d *Decision) bool {
 	}
 	job := o.Job
 	if selectorMode(job) {
-		d.Events = append(d.Events, shared.Warning(constants.EventRayClusterNotFound,
+		d.Events = append(d.Events, shared.Warning(EventRayClusterNotFound,
 			fmt.Sprintf("RayCluster %s/%s set in the clusterSelector is not found. It must be created manually", job.Namespace, d.Status.RayClusterName)))
 		d.wantRequeue(PollInterval)
 		return false

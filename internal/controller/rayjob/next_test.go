@@ -206,7 +206,7 @@ func TestInitializing(t *testing.T) {
 			j.Spec.ClusterSelector = map[string]string{constants.LabelCluster: "shared"}
 		}, inState(rayv1.JobDeploymentStatusInitializing))
 		d := Next(Observed{Job: job, Now: t0})
-		if len(d.Actions) != 0 || d.RequeueAfter != PollInterval || len(d.Events) != 1 || d.Events[0].Reason != constants.EventRayClusterNotFound {
+		if len(d.Actions) != 0 || d.RequeueAfter != PollInterval || len(d.Events) != 1 || d.Events[0].Reason != EventRayClusterNotFound {
 			t.Errorf("actions=%v requeue=%s events=%v, want no creation, a poll and RayClusterNotFound", kinds(d.Actions), d.RequeueAfter, d.Events)
 		}
 	})
@@ -674,7 +674,7 @@ func TestValidationFailsOnceWithAnEvent(t *testing.T) {
 	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || d.Status.Reason != rayv1.ValidationFailed || d.Status.Message != want {
 		t.Errorf("got %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message)
 	}
-	if len(d.Events) != 1 || d.Events[0].Reason != constants.EventInvalidRayJobSpec || d.Events[0].Type != corev1.EventTypeWarning {
+	if len(d.Events) != 1 || d.Events[0].Reason != EventInvalidRayJobSpec || d.Events[0].Type != corev1.EventTypeWarning {
 		t.Errorf("events = %v, want one InvalidRayJobSpec warning", d.Events)
 	}
 	job.Status = d.Status

@@ -345,9 +345,9 @@ func (r *Reconciler) finalize(ctx context.Context, job *rayv1.RayJob) error {
 			}
 			switch {
 			case err == nil:
-				r.Events.Emit(job, r.now(), shared.Normal(constants.EventStoppedRayJob, fmt.Sprintf("Stopped Ray job %s on RayCluster %s/%s", id, rc.Namespace, rc.Name)))
+				r.Events.Emit(job, r.now(), shared.Normal(EventStoppedRayJob, fmt.Sprintf("Stopped Ray job %s on RayCluster %s/%s", id, rc.Namespace, rc.Name)))
 			case !errors.Is(err, dashboard.ErrNotFound):
-				r.Events.Emit(job, r.now(), shared.Warning(constants.EventFailedToStopRayJob, fmt.Sprintf("Failed to stop Ray job %s on RayCluster %s/%s: %v", id, rc.Namespace, rc.Name, err)))
+				r.Events.Emit(job, r.now(), shared.Warning(EventFailedToStopRayJob, fmt.Sprintf("Failed to stop Ray job %s on RayCluster %s/%s: %v", id, rc.Namespace, rc.Name, err)))
 			}
 		}
 	}

@@ -378,7 +378,7 @@ func TestActionEventsSurviveAFailedStatusWrite(t *testing.T) {
 	for len(e.rec.Events) > 0 {
 		reasons = append(reasons, strings.Fields(<-e.rec.Events)[1])
 	}
-	if !slices.Contains(reasons, constants.EventCreatedRayCluster) || !slices.Contains(reasons, constants.EventCreatedService) {
+	if !slices.Contains(reasons, shared.EventCreatedRayCluster) || !slices.Contains(reasons, shared.EventCreatedService) {
 		t.Errorf("events %v, want CreatedRayCluster and CreatedService although the status write conflicted", reasons)
 	}
 	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
@@ -530,8 +530,8 @@ func TestObjectsOfOthersAreReportedNotTaken(t *testing.T) {
 		obj    client.Object
 		reason string
 	}{
-		{"Service", foreignSvc, constants.EventFailedToCreateService},
-		{"Job", foreignJob, constants.EventFailedToCreateRayJobSubmitter},
+		{"Service", foreignSvc, shared.EventFailedToCreateService},
+		{"Job", foreignJob, EventFailedToCreateRayJobSubmitter},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			job := newJob()

@@ -45,14 +45,14 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 			return nil, r.checkOwned(ctx, svc, &rayv1.RayCluster{}, a.Name) // created before; the cache is behind
 		}
 		if err != nil {
-			return warning(constants.EventFailedToCreateRayCluster, "Failed to create the RayCluster %s: %v", ref, err), err
+			return warning(shared.EventFailedToCreateRayCluster, "Failed to create the RayCluster %s: %v", ref, err), err
 		}
-		return normal(constants.EventCreatedRayCluster, "Created the RayCluster %s", ref), nil
+		return normal(shared.EventCreatedRayCluster, "Created the RayCluster %s", ref), nil
 	case UpdateCluster:
 		if err := r.Writer.Update(ctx, a.Cluster); err != nil {
-			return warning(constants.EventFailedToUpdateRayCluster, "Failed to update the RayCluster %s: %v", ref, err), err
+			return warning(shared.EventFailedToUpdateRayCluster, "Failed to update the RayCluster %s: %v", ref, err), err
 		}
-		return normal(constants.EventUpdatedRayCluster, "Updated the RayCluster %s in place", ref), nil
+		return normal(shared.EventUpdatedRayCluster, "Updated the RayCluster %s in place", ref), nil
 	case DeleteCluster:
 		uid := a.Cluster.UID
 		err := r.Writer.Delete(ctx, a.Cluster, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
@@ -60,9 +60,9 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 			return nil, nil
 		}
 		if err != nil {
-			return warning(constants.EventFailedToDeleteRayCluster, "Failed to delete the RayCluster %s: %v", ref, err), err
+			return warning(shared.EventFailedToDeleteRayCluster, "Failed to delete the RayCluster %s: %v", ref, err), err
 		}
-		return normal(constants.EventDeletedRayCluster, "Deleted the RayCluster %s, which no longer serves", ref), nil
+		return normal(shared.EventDeletedRayCluster, "Deleted the RayCluster %s, which no longer serves", ref), nil
 	case MarkCluster:
 		var deadline *string
 		if !a.Deadline.IsZero() {
@@ -74,9 +74,9 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		return r.applyServe(ctx, svc, o.Clusters[a.Name], a.Config)
 	case LabelHead:
 		if err := r.patchMeta(ctx, a.Pod, "labels", constants.LabelServe, &a.Value); err != nil {
-			return warning(constants.EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
+			return warning(EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
 		}
-		return normal(constants.EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name), nil
+		return normal(EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name), nil
 	case SyncService:
 		return r.syncService(ctx, svc, o, a.Service)
 	}
@@ -96,10 +96,10 @@ func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *
 	if err != nil {
 		// Reported and tried again at the next poll, not retried with backoff: the config or Serve must
 		// change first.
-		return warning(constants.EventFailedToUpdateServeApplications, "Failed to apply serveConfigV2 on %s: %v", ref, err), nil
+		return warning(EventFailedToUpdateServeApplications, "Failed to apply serveConfigV2 on %s: %v", ref, err), nil
 	}
 	r.applied.set(client.ObjectKeyFromObject(svc), rc.Name, config)
-	return normal(constants.EventUpdatedServeApplications, "Applied serveConfigV2 on %s", ref), nil
+	return normal(EventUpdatedServeApplications, "Applied serveConfigV2 on %s", ref), nil
 }
 
 // syncService creates desired, or points the RayService's live Service at desired's cluster: the selector,
@@ -118,9 +118,9 @@ func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o O
 		case apierrors.IsAlreadyExists(err):
 			return nil, r.checkOwned(ctx, svc, &corev1.Service{}, desired.Name)
 		case err != nil:
-			return warning(constants.EventFailedToCreateService, "Failed to create Service %s: %v", ref, err), err
+			return warning(shared.EventFailedToCreateService, "Failed to create Service %s: %v", ref, err), err
 		}
-		return normal(constants.EventCreatedService, "Created Service %s for RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+		return normal(shared.EventCreatedService, "Created Service %s for RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
 	}
 	updated := live.DeepCopy()
 	updated.Labels[constants.LabelCluster] = desired.Labels[constants.LabelCluster]
@@ -137,9 +137,9 @@ func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o O
 	}
 	updated.Spec = *spec
 	if err := r.Writer.Update(ctx, updated); err != nil {
-		return warning(constants.EventFailedToUpdateService, "Failed to point Service %s at RayCluster %s: %v", ref, desired.Labels[constants.LabelCluster], err), err
+		return warning(shared.EventFailedToUpdateService, "Failed to point Service %s at RayCluster %s: %v", ref, desired.Labels[constants.LabelCluster], err), err
 	}
-	return normal(constants.EventUpdatedService, "Pointed Service %s at RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+	return normal(shared.EventUpdatedService, "Pointed Service %s at RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
 }
 
 // checkOwned reads obj (named name) from the API server after a create found it existing: nil when the

@@ -103,7 +103,7 @@ func Next(o Observed) Decision {
 	if reason, err := validate(svc); err != nil {
 		d.Invalid = true
 		kind := "spec"
-		if reason == constants.EventInvalidRayServiceMetadata {
+		if reason == EventInvalidRayServiceMetadata {
 			kind = "metadata"
 		}
 		d.Events = append(d.Events, shared.Warning(reason, fmt.Sprintf("The RayService %s is invalid %s/%s: %v", kind, svc.Namespace, svc.Name, err)))
@@ -141,10 +141,10 @@ func Next(o Observed) Decision {
 // validate runs the metadata and spec checks, returning the event reason of the first failure.
 func validate(svc *rayv1.RayService) (string, error) {
 	if err := validation.RayServiceMetadata(svc); err != nil {
-		return constants.EventInvalidRayServiceMetadata, err
+		return EventInvalidRayServiceMetadata, err
 	}
 	if err := validation.RayServiceSpec(svc, validation.RayServiceOptions{}); err != nil {
-		return constants.EventInvalidRayServiceSpec, err
+		return EventInvalidRayServiceSpec, err
 	}
 	return "", nil
 }
@@ -315,7 +315,7 @@ func reconcileServices(o Observed, d *Decision, pendingReady bool) {
 	head := HeadService(svc, target, o.Options)
 	serve, err := ServeService(svc, target)
 	if err != nil {
-		d.Events = append(d.Events, shared.Warning(constants.EventFailedToCreateService, fmt.Sprintf("Failed to build the serve Service of RayService %s/%s: %v", svc.Namespace, svc.Name, err)))
+		d.Events = append(d.Events, shared.Warning(shared.EventFailedToCreateService, fmt.Sprintf("Failed to build the serve Service of RayService %s/%s: %v", svc.Namespace, svc.Name, err)))
 	}
 	if !selects(o.HeadService, target.Name) {
 		d.Actions = append(d.Actions, Action{Kind: SyncService, Name: target.Name, Service: head})
@@ -444,7 +444,7 @@ func timedOut(o Observed, d *Decision, endpoints int32) bool {
 	msg := fmt.Sprintf("The RayService did not serve within its %s of %s; its clusters are released", constants.AnnotationInitializingTimeout, timeout)
 	setCondition(st, svc, rayv1.RayServiceReady, metav1.ConditionFalse, rayv1.RayServiceInitializingTimeout, msg, o.Now)
 	st.NumServeEndpoints, st.ServiceStatus = 0, rayv1.NotRunning
-	d.Events = append(d.Events, shared.Warning(constants.EventRayServiceInitializingTimeout, fmt.Sprintf("RayService %s/%s: %s", svc.Namespace, svc.Name, msg)))
+	d.Events = append(d.Events, shared.Warning(EventRayServiceInitializingTimeout, fmt.Sprintf("RayService %s/%s: %s", svc.Namespace, svc.Name, msg)))
 	return true
 }
 

@@ -399,7 +399,7 @@ func TestInitializingTimeout(t *testing.T) {
 	if c := condition(d.Status, rayv1.RayServiceReady); c.Reason != string(rayv1.RayServiceInitializingTimeout) || d.Status.PendingServiceStatus.RayClusterName != "" {
 		t.Fatalf("at the timeout: Ready %+v, pending %q", c, d.Status.PendingServiceStatus.RayClusterName)
 	}
-	if len(d.Events) != 1 || d.Events[0].Reason != constants.EventRayServiceInitializingTimeout {
+	if len(d.Events) != 1 || d.Events[0].Reason != EventRayServiceInitializingTimeout {
 		t.Errorf("events %+v", d.Events)
 	}
 	if a := has(d, MarkCluster); a == nil || a.Name != name {
@@ -414,7 +414,7 @@ func TestInitializingTimeout(t *testing.T) {
 func TestInvalidSpec(t *testing.T) {
 	w := newWorld(service(func(s *rayv1.RayService) { s.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](-1) }))
 	d := w.step(t)
-	if !d.Invalid || len(d.Actions) != 0 || len(d.Events) != 1 || d.Events[0].Reason != constants.EventInvalidRayServiceSpec ||
+	if !d.Invalid || len(d.Actions) != 0 || len(d.Events) != 1 || d.Events[0].Reason != EventInvalidRayServiceSpec ||
 		d.Events[0].Message != "The RayService spec is invalid ns/svc: Spec.RayClusterDeletionDelaySeconds should be a non-negative integer, got -1" {
 		t.Errorf("decision %+v", d)
 	}

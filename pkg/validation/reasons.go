@@ -1,0 +1,7 @@
+package validation
+
+// Event reasons of the warnings that validation returns.
+const (
+	EventRestartPolicySubstituted = "RestartPolicySubstituted"
+	EventRayContainerNotFirst     = "RayContainerNotFirst"
+)
