@@ -48,7 +48,7 @@ func configureAuth(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec) {
 			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
 	}
 	for i := range tmpl.Spec.InitContainers {
-		if tmpl.Spec.InitContainers[i].Name == constants.WaitGCSReadyInitContainerName {
+		if tmpl.Spec.InitContainers[i].Name == WaitGCSReadyInitContainerName {
 			authEnv(rc, &tmpl.Spec.InitContainers[i])
 		}
 	}

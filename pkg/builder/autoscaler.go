@@ -22,7 +22,7 @@ const autoscalerStartCommand = "ray kuberay-autoscaler --cluster-name $(RAY_CLUS
 func autoscalerContainer(rc *rayv1.RayCluster, ray corev1.Container) corev1.Container {
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}
 	c := corev1.Container{
-		Name:            constants.AutoscalerContainerName,
+		Name:            AutoscalerContainerName,
 		Image:           ray.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/bin/bash", "-c", "--"},

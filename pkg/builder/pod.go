@@ -66,7 +66,7 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 	configureAuth(rc, &tmpl)
 	finishPod(rc, &tmpl, params, true, opts)
 	if autoscaling {
-		addEmptyDir(&tmpl.Spec, constants.RayLogsVolumeName, constants.RayLogsMountPath, "", nil,
+		addEmptyDir(&tmpl.Spec, RayLogsVolumeName, RayLogsMountPath, "", nil,
 			&tmpl.Spec.Containers[constants.RayContainerIndex], &tmpl.Spec.Containers[len(tmpl.Spec.Containers)-1])
 	}
 	return tmpl
@@ -102,14 +102,14 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 func finishPod(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[string]string, head bool, opts Options) {
 	tmpl.Namespace = ""
 	ray := &tmpl.Spec.Containers[constants.RayContainerIndex]
-	setDefault(params, "metrics-export-port", fmt.Sprint(constants.DefaultMetricsPort))
-	setDefault(params, "dashboard-agent-listen-port", fmt.Sprint(constants.DefaultDashboardAgentPort))
+	setDefault(params, "metrics-export-port", fmt.Sprint(DefaultMetricsPort))
+	setDefault(params, "dashboard-agent-listen-port", fmt.Sprint(DefaultDashboardAgentPort))
 	params["block"] = "true"
 	if !hasPortNamed(ray.Ports, "metrics") {
-		ray.Ports = append(ray.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: constants.DefaultMetricsPort, Protocol: corev1.ProtocolTCP})
+		ray.Ports = append(ray.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: DefaultMetricsPort, Protocol: corev1.ProtocolTCP})
 	}
 	if _, ok := params["plasma-directory"]; !ok {
-		addEmptyDir(&tmpl.Spec, constants.SharedMemoryVolumeName, constants.SharedMemoryMountPath, corev1.StorageMediumMemory, shmSize(ray.Resources), ray)
+		addEmptyDir(&tmpl.Spec, SharedMemoryVolumeName, SharedMemoryMountPath, corev1.StorageMediumMemory, shmSize(ray.Resources), ray)
 	}
 	addResourceParams(params, ray.Resources)
 	start := rayStartCommand(head, params)
@@ -273,7 +273,7 @@ done
 `, fqdn, port)
 	c := ray.DeepCopy()
 	return corev1.Container{
-		Name:            constants.WaitGCSReadyInitContainerName,
+		Name:            WaitGCSReadyInitContainerName,
 		Image:           ray.Image,
 		ImagePullPolicy: ray.ImagePullPolicy,
 		Command:         []string{"/bin/bash", "-c", "--"},
@@ -351,7 +351,7 @@ func addProbes(rc *rayv1.RayCluster, c *corev1.Container, head bool, params map[
 // proxy's, failing at the first miss so that the serve Service stops sending traffic to a worker whose
 // proxy is gone. It is a command whatever the Ray version, as KubeRay's is.
 func serveReadinessProbe(c *corev1.Container, params map[string]string, timeout int32) *corev1.Probe {
-	agentPort := paramOr(params, "dashboard-agent-listen-port", fmt.Sprint(constants.DefaultDashboardAgentPort))
+	agentPort := paramOr(params, "dashboard-agent-listen-port", fmt.Sprint(DefaultDashboardAgentPort))
 	cmd := fmt.Sprintf("wget --tries 1 -T 2 -q -O- http://localhost:%s/api/local_raylet_healthz | grep success", agentPort) +
 		fmt.Sprintf(" && wget --tries 1 -T 10 -q -O- http://localhost:%d/-/healthz | grep success", ServePort(c))
 	return &corev1.Probe{InitialDelaySeconds: 10, TimeoutSeconds: timeout, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
@@ -369,7 +369,7 @@ func ServePort(c *corev1.Container) int32 {
 }
 
 func rayProbe(rc *rayv1.RayCluster, head bool, params map[string]string, delay, timeout, failures int32) *corev1.Probe {
-	agentPort := paramOr(params, "dashboard-agent-listen-port", fmt.Sprint(constants.DefaultDashboardAgentPort))
+	agentPort := paramOr(params, "dashboard-agent-listen-port", fmt.Sprint(DefaultDashboardAgentPort))
 	probe := &corev1.Probe{InitialDelaySeconds: delay, TimeoutSeconds: timeout, PeriodSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures}
 	if versionAtLeast(rc.Spec.RayVersion, 2, 53, 0) {
 		probe.HTTPGet = &corev1.HTTPGetAction{Path: "/api/healthz", Port: intstr.Parse(agentPort)}
@@ -401,7 +401,7 @@ func isTrue(s string) bool { return strings.EqualFold(s, "true") }
 
 // GCSPort is the GCS port workers dial: the head's `port` start param, else 6379.
 func GCSPort(rc *rayv1.RayCluster) string {
-	return paramOr(rc.Spec.HeadGroupSpec.RayStartParams, "port", constants.DefaultHeadPort)
+	return paramOr(rc.Spec.HeadGroupSpec.RayStartParams, "port", DefaultHeadPort)
 }
 
 // HeadServiceFQDN is the head Service's in-cluster DNS name.

@@ -16,10 +16,10 @@ import (
 
 // defaultHeadPorts are the head Service ports when the Ray container declares none.
 var defaultHeadPorts = []corev1.ContainerPort{
-	{Name: "client", ContainerPort: constants.DefaultClientPort},
+	{Name: "client", ContainerPort: DefaultClientPort},
 	{Name: "gcs-server", ContainerPort: 6379},
 	{Name: "dashboard", ContainerPort: constants.DefaultDashboardPort},
-	{Name: "metrics", ContainerPort: constants.DefaultMetricsPort},
+	{Name: "metrics", ContainerPort: DefaultMetricsPort},
 	{Name: "serve", ContainerPort: constants.DefaultServePort},
 }
 
@@ -100,7 +100,7 @@ func headServicePorts(rc *rayv1.RayCluster) []corev1.ServicePort {
 		ports = append(ports, corev1.ServicePort{Name: name, Port: p.ContainerPort, AppProtocol: &appProtocol})
 	}
 	if !hasServicePort(ports, "metrics") {
-		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: constants.DefaultMetricsPort, AppProtocol: &appProtocol})
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: DefaultMetricsPort, AppProtocol: &appProtocol})
 	}
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Name < ports[j].Name })
 	return ports

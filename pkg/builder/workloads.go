@@ -104,7 +104,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	}
 	if spec.Rolling(rc) {
 		strategy.Type = kruisev1alpha1.InPlaceIfPossibleCloneSetUpdateStrategyType
-		strategy.MaxUnavailable = ptr.To(intstr.FromString(constants.DefaultMaxUnavailable))
+		strategy.MaxUnavailable = ptr.To(intstr.FromString(DefaultMaxUnavailable))
 		strategy.Paused = held
 		strategy.InPlaceUpdateStrategy = &appspub.InPlaceUpdateStrategy{}
 		if ru := group.RollingUpdate; ru != nil {

@@ -103,8 +103,6 @@ const (
 	// MaxDrainTimeoutSeconds is the largest workerDrain.timeoutSeconds (the CRD's bound, checked again for the
 	// annotation copy).
 	MaxDrainTimeoutSeconds = 86400
-	// DefaultMaxUnavailable is a worker group's rollingUpdate.maxUnavailable when unset.
-	DefaultMaxUnavailable = "25%"
 )
 
 // Kruise's pod lifecycle contract (kruise-api apps/pub), read by kray.
@@ -118,20 +116,10 @@ const (
 
 // Ray start parameters and ports kray defaults.
 const (
-	DefaultHeadPort               = "6379"
-	DefaultDashboardPort          = 8265
-	DefaultDashboardAgentPort     = 52365
-	DefaultMetricsPort            = 8080
-	DefaultClientPort             = 10001
-	DefaultServePort              = 8000
-	DefaultClusterDomain          = "cluster.local"
-	RayContainerIndex             = 0
-	AutoscalerContainerName       = "autoscaler"
-	WaitGCSReadyInitContainerName = "wait-gcs-ready"
-	SharedMemoryVolumeName        = "shared-mem"
-	SharedMemoryMountPath         = "/dev/shm"
-	RayLogsVolumeName             = "ray-logs"
-	RayLogsMountPath              = "/tmp/ray"
+	DefaultDashboardPort = 8265
+	DefaultServePort     = 8000
+	DefaultClusterDomain = "cluster.local"
+	RayContainerIndex    = 0
 )
 
 // Condition types kray adds beside KubeRay's (which live in api/v1).
@@ -212,13 +200,6 @@ const (
 	OriginatedFromRayJob = "RayJob"
 	// FinalizerRayJob holds a deleted RayJob until its Ray job was asked to stop.
 	FinalizerRayJob = "ray.io/rayjob-finalizer"
-	// SubmitterContainerName is the container that runs `ray job submit`.
-	SubmitterContainerName = "ray-job-submitter"
-	// EnvRayDashboardAddress and EnvRayJobSubmissionID tell the submitter where and what to submit.
-	EnvRayDashboardAddress = "RAY_DASHBOARD_ADDRESS"
-	EnvRayJobSubmissionID  = "RAY_JOB_SUBMISSION_ID"
-	// DefaultSubmitterBackoffLimit is the submitter Job's backoffLimit when submitterConfig sets none.
-	DefaultSubmitterBackoffLimit = 2
 )
 
 // RayServiceControllerName is the RayService controller's name in events and metrics.

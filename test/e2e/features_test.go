@@ -19,6 +19,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -187,7 +188,7 @@ func TestTokenAuth(t *testing.T) {
 		containers = append(containers, p.Spec.Containers[0])
 		containers = append(containers, p.Spec.InitContainers...)
 	}
-	g.Expect(containers).To(ContainElement(HaveField("Name", constants.AutoscalerContainerName)))
+	g.Expect(containers).To(ContainElement(HaveField("Name", builder.AutoscalerContainerName)))
 	for _, c := range containers {
 		g.Expect(env(c, "RAY_AUTH_MODE")).To(Equal(&corev1.EnvVar{Name: "RAY_AUTH_MODE", Value: "token"}), "container %s", c.Name)
 		g.Expect(env(c, "RAY_AUTH_TOKEN")).To(Equal(&corev1.EnvVar{Name: "RAY_AUTH_TOKEN", ValueFrom: ref}), "container %s", c.Name)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
@@ -115,7 +116,7 @@ func TestAutoscalerRBACExists(t *testing.T) {
 	head := headPod(g, rc)
 	g.Expect(head.Spec.ServiceAccountName).To(Equal(rc.Name))
 	g.Expect(head.Spec.Containers).To(HaveLen(2))
-	g.Expect(head.Spec.Containers[1].Name).To(Equal(constants.AutoscalerContainerName))
+	g.Expect(head.Spec.Containers[1].Name).To(Equal(builder.AutoscalerContainerName))
 }
 
 // Deleting the RayCluster removes everything it owns through the garbage collector.

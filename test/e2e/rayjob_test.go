@@ -243,7 +243,7 @@ func (p *submitterPlayer) step(ctx context.Context, ns string) {
 // RayJob that owns the pod's Job (or from a custom submitter's arguments), as the real submitter has both.
 func submitterJobOf(ctx context.Context, pod *corev1.Pod) (id, entrypoint string, err error) {
 	for _, e := range pod.Spec.Containers[0].Env {
-		if e.Name == constants.EnvRayJobSubmissionID {
+		if e.Name == rayjob.EnvRayJobSubmissionID {
 			id = e.Value
 		}
 	}
@@ -260,7 +260,7 @@ func submitterJobOf(ctx context.Context, pod *corev1.Pod) (id, entrypoint string
 		return "", "", err
 	}
 	if id == "" {
-		return "", "", fmt.Errorf("submitter pod %s has no %s", pod.Name, constants.EnvRayJobSubmissionID)
+		return "", "", fmt.Errorf("submitter pod %s has no %s", pod.Name, rayjob.EnvRayJobSubmissionID)
 	}
 	entrypoint = rj.Spec.Entrypoint
 	if args := pod.Spec.Containers[0].Args; entrypoint == "" {
@@ -340,7 +340,7 @@ func TestRayJobK8sJobMode(t *testing.T) {
 	sub := &batchv1.Job{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "k8sjob"}, sub)).To(Succeed())
 	c := sub.Spec.Template.Spec.Containers[0]
-	g.Expect(c.Name).To(Equal(constants.SubmitterContainerName))
+	g.Expect(c.Name).To(Equal(rayjob.SubmitterContainerName))
 	g.Expect(c.Args[0]).To(ContainSubstring("ray job submit --address http://" + cur.Status.DashboardURL + " --no-wait"))
 	g.Expect(c.Args[0]).To(HavePrefix("if ! ray job status"))
 	g.Expect(sub.Spec.BackoffLimit).To(Equal(ptr.To[int32](2)))

@@ -100,8 +100,8 @@ func sidecarContainer(job *rayv1.RayJob, rc *rayv1.RayCluster) corev1.Container 
 	c.Args = []string{SidecarScript(address, job.Status.JobId)}
 	c.Env = []corev1.EnvVar{
 		{Name: "PYTHONUNBUFFERED", Value: "1"},
-		{Name: constants.EnvRayDashboardAddress, Value: strings.TrimPrefix(address, "http://")},
-		{Name: constants.EnvRayJobSubmissionID, Value: job.Status.JobId},
+		{Name: EnvRayDashboardAddress, Value: strings.TrimPrefix(address, "http://")},
+		{Name: EnvRayJobSubmissionID, Value: job.Status.JobId},
 	}
 	builder.ClientAuthEnv(rc, &c)
 	return c
@@ -294,14 +294,14 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string,
 	}
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
-		corev1.EnvVar{Name: constants.EnvRayDashboardAddress, Value: address},
-		corev1.EnvVar{Name: constants.EnvRayJobSubmissionID, Value: job.Status.JobId},
+		corev1.EnvVar{Name: EnvRayDashboardAddress, Value: address},
+		corev1.EnvVar{Name: EnvRayJobSubmissionID, Value: job.Status.JobId},
 	)
 	builder.ClientAuth(rc, &tmpl)
 	if tmpl.Spec.RestartPolicy == "" {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
-	backoff := int32(constants.DefaultSubmitterBackoffLimit)
+	backoff := int32(DefaultSubmitterBackoffLimit)
 	if c := job.Spec.SubmitterConfig; c != nil && c.BackoffLimit != nil {
 		backoff = *c.BackoffLimit
 	}
@@ -330,7 +330,7 @@ func defaultSubmitterTemplate(rc *rayv1.RayCluster) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{
-			Name:  constants.SubmitterContainerName,
+			Name:  SubmitterContainerName,
 			Image: image,
 			Resources: corev1.ResourceRequirements{
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},

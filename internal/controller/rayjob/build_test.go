@@ -63,20 +63,20 @@ func TestSubmitterJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub.Name != "train" || *sub.Spec.BackoffLimit != constants.DefaultSubmitterBackoffLimit || sub.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+	if sub.Name != "train" || *sub.Spec.BackoffLimit != DefaultSubmitterBackoffLimit || sub.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("name %s backoff %d restart %s", sub.Name, *sub.Spec.BackoffLimit, sub.Spec.Template.Spec.RestartPolicy)
 	}
 	c := sub.Spec.Template.Spec.Containers[0]
 	head := rc.Spec.HeadGroupSpec.Template.Spec.Containers[0]
-	if c.Name != constants.SubmitterContainerName || c.Image != head.Image || !cmp.Equal(c.Command, []string{"/bin/bash", "-ce", "--"}) || len(c.Args) != 1 {
+	if c.Name != SubmitterContainerName || c.Image != head.Image || !cmp.Equal(c.Command, []string{"/bin/bash", "-ce", "--"}) || len(c.Args) != 1 {
 		t.Errorf("container %s image %s command %v args %d", c.Name, c.Image, c.Command, len(c.Args))
 	}
 	if c.Resources.Requests.Cpu().String() != "500m" || c.Resources.Limits.Memory().String() != "1Gi" {
 		t.Errorf("resources %v", c.Resources)
 	}
 	wantEnv := []corev1.EnvVar{{Name: "PYTHONUNBUFFERED", Value: "1"},
-		{Name: constants.EnvRayDashboardAddress, Value: "train-abcde-head-svc.ns.svc.cluster.local:8265"},
-		{Name: constants.EnvRayJobSubmissionID, Value: "train-abcde"}}
+		{Name: EnvRayDashboardAddress, Value: "train-abcde-head-svc.ns.svc.cluster.local:8265"},
+		{Name: EnvRayJobSubmissionID, Value: "train-abcde"}}
 	if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
@@ -185,8 +185,8 @@ func TestSidecarModeClusterFollowsWithoutSubmitting(t *testing.T) {
 	})
 	rc := Cluster(job, "train-abcde")
 	cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers
-	if len(cs) != 2 || cs[1].Name != constants.SubmitterContainerName {
-		t.Fatalf("head containers %d, the last %q; want the Ray container and %s", len(cs), cs[len(cs)-1].Name, constants.SubmitterContainerName)
+	if len(cs) != 2 || cs[1].Name != SubmitterContainerName {
+		t.Fatalf("head containers %d, the last %q; want the Ray container and %s", len(cs), cs[len(cs)-1].Name, SubmitterContainerName)
 	}
 	sc := cs[1]
 	want := `until ray job status --address http://127.0.0.1:8265 train-abcde >/dev/null 2>&1 ; do echo "Waiting for Ray job train-abcde at http://127.0.0.1:8265 ..." ; sleep 2 ; done ; ` +
@@ -201,7 +201,7 @@ func TestSidecarModeClusterFollowsWithoutSubmitting(t *testing.T) {
 	for _, e := range sc.Env {
 		env[e.Name] = true
 	}
-	if !env[constants.EnvRayJobSubmissionID] || !env["RAY_AUTH_TOKEN"] {
+	if !env[EnvRayJobSubmissionID] || !env["RAY_AUTH_TOKEN"] {
 		t.Errorf("sidecar env %v, want the submission id and the cluster's token", sc.Env)
 	}
 	if k8s := Cluster(newJob(inState(rayv1.JobDeploymentStatusInitializing)), "train-abcde"); len(k8s.Spec.HeadGroupSpec.Template.Spec.Containers) != 1 {

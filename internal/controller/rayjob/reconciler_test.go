@@ -288,7 +288,7 @@ func TestK8sJobModeCreatesOneSubmitter(t *testing.T) {
 	for _, v := range sub.Spec.Template.Spec.Containers[0].Env {
 		env[v.Name] = v.Value
 	}
-	if env[constants.EnvRayJobSubmissionID] != st.JobId || env[constants.EnvRayDashboardAddress] != st.DashboardURL {
+	if env[EnvRayJobSubmissionID] != st.JobId || env[EnvRayDashboardAddress] != st.DashboardURL {
 		t.Errorf("submitter env %v, want the job id %s and dashboard %s", env, st.JobId, st.DashboardURL)
 	}
 	if sub.Labels[constants.LabelCluster] != st.RayClusterName || sub.Spec.Template.Labels[constants.LabelCluster] != "" {
