@@ -2,7 +2,6 @@ package raycluster
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -86,12 +85,16 @@ func TestClusterHandlerBatchesAllButAHeadGoingDown(t *testing.T) {
 			if tc.never {
 				want = 0
 			}
-			// The queue's own goroutine moves a delayed item in once the fake clock has passed its time: step
-			// the clock past the window until it has, without waiting on the wall clock; where nothing may
-			// come, step as many rounds as a delayed item could need, then look.
-			for i := 0; i < 1000 && (tc.never || q.Len() != want); i++ {
+			// The queue's own goroutine moves a delayed item in once the fake clock has passed its time, and
+			// only if it registered its timer before the step: step the clock, giving that goroutine a
+			// millisecond each time, until the item is in (at most 5 s, however loaded the machine); where
+			// nothing may come, step a hundred rounds, far more than a delayed item needs, then look.
+			for rounds, deadline := 0, time.Now().Add(5*time.Second); time.Now().Before(deadline); rounds++ {
+				if (!tc.never && q.Len() == want) || (tc.never && rounds == 100) {
+					break
+				}
 				clock.Step(50 * time.Millisecond)
-				runtime.Gosched()
+				time.Sleep(time.Millisecond)
 			}
 			if got := q.Len(); got != want {
 				t.Fatalf("queue length after the batch window: %d, want %d", got, want)
