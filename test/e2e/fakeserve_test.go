@@ -69,6 +69,13 @@ func (f *fakeServe) setSick(ns, pod string, sick bool) {
 	f.sick[ns+"/"+pod] = sick
 }
 
+// setDown makes the Serve API of cluster answer 503 (true) or serve again (false).
+func (f *fakeServe) setDown(ns, cluster string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[ns+"/"+cluster] = down
+}
+
 // puts returns the configs put on cluster, in order.
 func (f *fakeServe) puts(ns, cluster string) []string {
 	f.mu.Lock()

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/rayservice"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -182,6 +183,21 @@ func TestRayServiceEditsAndHeadRestart(t *testing.T) {
 		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(active))
 	}, 5*time.Second, poll).Should(Succeed(), "a replicas-only edit prepares no cluster")
 	g.Expect(dash.serve.puts(ns, active)).To(HaveLen(2), "nor puts a config")
+
+	dash.serve.setDown(ns, active, true)
+	g.Eventually(func(g Gomega) int32 {
+		list, err := clientset.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		var n int32
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == svc.Name && e.Reason == rayservice.EventFailedToGetServeApplications {
+				n++
+			}
+		}
+		return n
+	}, serviceTimeout, poll).Should(BeNumerically(">=", 1), "an unreadable Serve API is reported")
+	g.Expect(serviceCondition(getService(g, svc), rayv1.RayServiceReady).Status).To(Equal(metav1.ConditionTrue), "the pods still serve")
+	dash.serve.setDown(ns, active, false)
 
 	dash.serve.restartHead(ns, active)
 	g.Eventually(func() []string { return dash.serve.puts(ns, active) }, serviceTimeout, poll).Should(HaveLen(3), "an emptied Serve gets the config again")

@@ -220,7 +220,12 @@ func reconcileServe(o Observed, d *Decision) bool {
 		return false
 	}
 	read, ok := o.Serve[name]
-	if !ok || read.Err != nil {
+	if !ok {
+		return false
+	}
+	if read.Err != nil {
+		d.Events = append(d.Events, shared.Warning(EventFailedToGetServeApplications,
+			fmt.Sprintf("Failed to read the Serve applications of RayCluster %s/%s: %v", svc.Namespace, name, read.Err)))
 		return false
 	}
 	target.Applications = appStatuses(read.Details)

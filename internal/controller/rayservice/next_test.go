@@ -1,6 +1,7 @@
 package rayservice
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -451,5 +452,21 @@ func TestNameCollisionWaitsForAnotherSuffix(t *testing.T) {
 	d := Next(o)
 	if p := d.Status.PendingServiceStatus.RayClusterName; p != "" || d.RequeueAfter > time.Second {
 		t.Errorf("pending %q, requeue %v; want no name and a quick retry", p, d.RequeueAfter)
+	}
+}
+
+// A Serve API that cannot be read is said in a Warning event; nothing is applied and nothing switches.
+func TestUnreadableServeIsReported(t *testing.T) {
+	w, name := serving(t)
+	w.serve[name] = ServeRead{Err: errors.New("Ray dashboard http://x: connection refused")}
+	d := w.step(t)
+	if len(d.Actions) != 0 {
+		t.Errorf("actions %v with an unreadable Serve", kinds(d))
+	}
+	if len(d.Events) != 1 || d.Events[0].Reason != EventFailedToGetServeApplications || !strings.Contains(d.Events[0].Message, "connection refused") {
+		t.Errorf("events %+v", d.Events)
+	}
+	if c := condition(d.Status, rayv1.RayServiceReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready %+v: the pods still serve", c)
 	}
 }

@@ -1,7 +1,10 @@
 package rayservice
 
-// The RayService controller's event reasons, KubeRay's.
+// The RayService controller's event reasons, KubeRay's except FailedToGetServeApplications.
 const (
+	// EventFailedToGetServeApplications says the serving cluster's Serve applications could not be read (the
+	// dashboard is unreachable, or Serve's controller is not up); kray tries again at the next poll.
+	EventFailedToGetServeApplications    = "FailedToGetServeApplications"
 	EventInvalidRayServiceMetadata       = "InvalidRayServiceMetadata"
 	EventInvalidRayServiceSpec           = "InvalidRayServiceSpec"
 	EventUpdatedServeApplications        = "UpdatedServeApplications"
