@@ -1,0 +1,106 @@
+package rayservice
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// reconcileServe reads the Serve applications of the target cluster into its status, asks for serveConfigV2
+// to be applied when that cluster has not accepted it (or shows no application: a head restarted without
+// GCS fault tolerance), and reports whether the target cluster serves: at least one application, all
+// RUNNING, with nothing left to apply.
+func reconcileServe(o Observed, d *Decision) bool {
+	svc, st := o.Service, &d.Status
+	name := ServeTarget(withStatus(svc, st), o.Clusters, o.ZeroDowntime)
+	for _, s := range []*rayv1.RayServiceStatus{&st.ActiveServiceStatus, &st.PendingServiceStatus} {
+		if s.RayClusterName != name {
+			s.Applications = nil // not read in this reconcile (the active cluster's, during an upgrade)
+		}
+	}
+	target := statusOf(st, name)
+	if target == nil || !podServes(headPod(o.Pods, name)) {
+		return false
+	}
+	read, ok := o.Serve[name]
+	if !ok {
+		return false
+	}
+	if read.Err != nil {
+		d.Events = append(d.Events, shared.Warning(EventFailedToGetServeApplications,
+			fmt.Sprintf("Failed to read the Serve applications of RayCluster %s/%s: %v", svc.Namespace, name, read.Err)))
+		return false
+	}
+	target.Applications = appStatuses(read.Details)
+	if o.Applied[name] != svc.Spec.ServeConfigV2 || len(read.Details.Applications) == 0 {
+		d.Actions = append(d.Actions, Action{Kind: ApplyServe, Name: name, Config: svc.Spec.ServeConfigV2})
+		return false
+	}
+	for _, app := range read.Details.Applications {
+		if app.Status != rayv1.ApplicationStatusEnum.RUNNING {
+			return false
+		}
+	}
+	return true
+}
+
+// appStatuses is Serve's answer as the status's application statuses; the unnamed application is "default".
+func appStatuses(details *dashboard.ServeDetails) map[string]rayv1.AppStatus {
+	if len(details.Applications) == 0 {
+		return nil
+	}
+	out := make(map[string]rayv1.AppStatus, len(details.Applications))
+	for name, app := range details.Applications {
+		if name == "" {
+			name = "default"
+		}
+		s := rayv1.AppStatus{Status: app.Status, Message: app.Message}
+		if len(app.Deployments) > 0 {
+			s.Deployments = make(map[string]rayv1.ServeDeploymentStatus, len(app.Deployments))
+			for dn, dep := range app.Deployments {
+				s.Deployments[dn] = rayv1.ServeDeploymentStatus{Status: dep.Status, Message: dep.Message}
+			}
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// ProbedHeads are the head pods whose Serve proxy a reconcile probes: the ready heads of the active and
+// pending clusters, unless the RayService keeps its head out of the serve Service.
+func ProbedHeads(svc *rayv1.RayService, pods []corev1.Pod) []*corev1.Pod {
+	if svc.Spec.ExcludeHeadPodFromServeSvc {
+		return nil
+	}
+	var out []*corev1.Pod
+	for _, name := range []string{svc.Status.ActiveServiceStatus.RayClusterName, svc.Status.PendingServiceStatus.RayClusterName} {
+		if head := headPod(pods, name); head != nil && podServes(head) {
+			out = append(out, head)
+		}
+	}
+	return out
+}
+
+// labelHeads sets the ray.io/serve label of the active and pending heads: "true" while the head's Serve
+// proxy answers its health check, else "false" (always "false" with excludeHeadPodFromServeSvc).
+func labelHeads(o Observed, d *Decision) {
+	svc, st := o.Service, &d.Status
+	for _, name := range []string{st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName} {
+		head := headPod(o.Pods, name)
+		if head == nil || head.DeletionTimestamp != nil {
+			continue
+		}
+		want := "false"
+		if !svc.Spec.ExcludeHeadPodFromServeSvc && o.ProxyHealthy[head.Name] {
+			want = "true"
+		}
+		if head.Labels[constants.LabelServe] != want {
+			d.Actions = append(d.Actions, Action{Kind: LabelHead, Name: name, Pod: head, Value: want})
+		}
+	}
+}
