@@ -25,7 +25,12 @@ func TestResourceQuotaRefusalIsReported(t *testing.T) {
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("1500m")}},
 	}
 	g.Expect(k8s.Create(context.Background(), quota)).To(Succeed())
-	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns)) // head 1 CPU + 2 workers of 1 CPU
+	// The head (1 CPU) fits the quota and a worker (2 CPUs) never does, whichever pod Kruise creates first.
+	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
+	two := resource.MustParse("2")
+	worker := &sample.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Resources
+	worker.Requests[corev1.ResourceCPU], worker.Limits[corev1.ResourceCPU] = two, two
+	rc := create(t, sample)
 	g.Eventually(func(g Gomega) {
 		c := condition(get(g, rc), string(rayv1.RayClusterReplicaFailure))
 		g.Expect(c).NotTo(BeNil())
