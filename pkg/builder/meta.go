@@ -2,7 +2,6 @@ package builder
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
@@ -20,12 +19,5 @@ func objectMeta(rc *rayv1.RayCluster, name string, labels map[string]string) met
 
 // OwnerReference is the controller reference every kray-created object carries to its RayCluster.
 func OwnerReference(rc *rayv1.RayCluster) metav1.OwnerReference {
-	return metav1.OwnerReference{
-		APIVersion:         rayv1.GroupVersion.String(),
-		Kind:               "RayCluster",
-		Name:               rc.Name,
-		UID:                rc.UID,
-		Controller:         ptr.To(true),
-		BlockOwnerDeletion: ptr.To(true),
-	}
+	return *metav1.NewControllerRef(rc, rayv1.GroupVersion.WithKind("RayCluster"))
 }

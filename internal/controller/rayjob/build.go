@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
@@ -30,14 +29,7 @@ var minRayVersionForMetadata = version.MustParseGeneric("2.6.0")
 
 // OwnerReference is the controller reference every object created for job carries.
 func OwnerReference(job *rayv1.RayJob) metav1.OwnerReference {
-	return metav1.OwnerReference{
-		APIVersion:         rayv1.GroupVersion.String(),
-		Kind:               "RayJob",
-		Name:               job.Name,
-		UID:                job.UID,
-		Controller:         ptr.To(true),
-		BlockOwnerDeletion: ptr.To(true),
-	}
+	return *metav1.NewControllerRef(job, rayv1.GroupVersion.WithKind("RayJob"))
 }
 
 // originLabels are the labels that tie an object to the RayJob it was created for.

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
@@ -34,14 +33,7 @@ func ServeServiceName(svc *rayv1.RayService) string {
 
 // OwnerReference is the controller reference of the objects a RayService creates.
 func OwnerReference(svc *rayv1.RayService) metav1.OwnerReference {
-	return metav1.OwnerReference{
-		APIVersion:         rayv1.GroupVersion.String(),
-		Kind:               "RayService",
-		Name:               svc.Name,
-		UID:                svc.UID,
-		Controller:         ptr.To(true),
-		BlockOwnerDeletion: ptr.To(true),
-	}
+	return *metav1.NewControllerRef(svc, rayv1.GroupVersion.WithKind("RayService"))
 }
 
 // originLabels are the labels that tie an object to the RayService it was made for.
