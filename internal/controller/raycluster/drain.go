@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
 
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -116,7 +117,7 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 			s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
 		}
 	}
-	start := podMeta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
+	start := shared.Meta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
 	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, start); err != nil {
 		return fmt.Errorf("record drain start on pod %s: %w", p.Name, err)
 	}
@@ -126,7 +127,7 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 // releaseDrainHook removes the drain hook label, after which Kruise deletes the pod; took is the time since
 // the drain started (0 when none did).
 func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
-	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, podMeta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, shared.Meta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
 		s.warn(EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
 		return fmt.Errorf("release drain hook of pod %s: %w", p.Name, err)
 	}
@@ -172,7 +173,7 @@ func unhookedSelector(cluster string) labels.Selector {
 func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
 	// next drain gets its own timeout.
-	hook := podMeta{
+	hook := shared.Meta{
 		Labels:      map[string]*string{constants.LabelDrainHook: ptr.To(constants.DrainHookValue)},
 		Annotations: map[string]*string{constants.AnnotationDrainStarted: nil},
 	}

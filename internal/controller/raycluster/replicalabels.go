@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
@@ -42,7 +43,7 @@ func (r *Reconciler) reconcileReplicaLabels(ctx context.Context, s *state) error
 			continue
 		}
 		for pod, labels := range scale.ReplicaLabels(fresh.Items, cs.UID, group.GroupName, spec.NumOfHosts(group)) {
-			meta := podMeta{Labels: map[string]*string{}}
+			meta := shared.Meta{Labels: map[string]*string{}}
 			for k, v := range labels {
 				meta.Labels[k] = ptr.To(v)
 			}

@@ -2,7 +2,6 @@ package raycluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -115,21 +114,9 @@ func notOwnedError(kind, name string) error {
 	return fmt.Errorf("%s %s exists and is not controlled by this RayCluster; rename or delete it", kind, name)
 }
 
-// podMeta is a JSON merge patch of a pod's labels and annotations; a nil value removes the key.
-type podMeta struct {
-	Labels      map[string]*string `json:"labels,omitempty"`
-	Annotations map[string]*string `json:"annotations,omitempty"`
-}
-
-// patchPodMeta merge-patches the pod's labels and annotations (no resourceVersion: kray owns these keys).
-// A pod that is gone is not an error.
-func (r *Reconciler) patchPodMeta(ctx context.Context, namespace, name string, meta podMeta) error {
-	data, err := json.Marshal(map[string]podMeta{"metadata": meta})
-	if err != nil {
-		return err
-	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	return client.IgnoreNotFound(r.Writer.Patch(ctx, p, client.RawPatch(types.MergePatchType, data)))
+// patchPodMeta merge-patches the labels and annotations of the pod namespace/name.
+func (r *Reconciler) patchPodMeta(ctx context.Context, namespace, name string, meta shared.Meta) error {
+	return shared.PatchMeta(ctx, r.Writer, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, meta)
 }
 
 // setAnnotation sets one annotation on obj.

@@ -2,13 +2,11 @@ package rayservice
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -69,11 +67,11 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 			v := a.Deadline.UTC().Format("2006-01-02T15:04:05Z07:00")
 			deadline = &v
 		}
-		return nil, r.patchMeta(ctx, a.Cluster, "annotations", constants.AnnotationDeletionDeadline, deadline)
+		return nil, shared.PatchMeta(ctx, r.Writer, a.Cluster, shared.Meta{Annotations: map[string]*string{constants.AnnotationDeletionDeadline: deadline}})
 	case ApplyServe:
 		return r.applyServe(ctx, svc, o.Clusters[a.Name], a.Config)
 	case LabelHead:
-		if err := r.patchMeta(ctx, a.Pod, "labels", constants.LabelServe, &a.Value); err != nil {
+		if err := shared.PatchMeta(ctx, r.Writer, a.Pod, shared.Meta{Labels: map[string]*string{constants.LabelServe: &a.Value}}); err != nil {
 			return warning(EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
 		}
 		return normal(EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name), nil
@@ -153,15 +151,6 @@ func (r *Reconciler) checkOwned(ctx context.Context, svc *rayv1.RayService, obj 
 		return fmt.Errorf("%s exists and is not controlled by RayService %s/%s: kray does not use or change it; delete it, or rename the RayService", key, svc.Namespace, svc.Name)
 	}
 	return nil
-}
-
-// patchMeta merge-patches one label or annotation of obj (field "labels" or "annotations"); nil removes it.
-func (r *Reconciler) patchMeta(ctx context.Context, obj client.Object, field, key string, value *string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{field: map[string]*string{key: value}}})
-	if err != nil {
-		return err
-	}
-	return client.IgnoreNotFound(r.Writer.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body)))
 }
 
 func normal(reason, format string, args ...any) *shared.Event {

@@ -2,10 +2,12 @@ package shared
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,4 +43,20 @@ func patchFinalizers(ctx context.Context, w Writer, obj client.Object, finalizer
 		return fmt.Errorf("write finalizers: %w", err)
 	}
 	return nil
+}
+
+// Meta is a JSON merge patch of an object's labels and annotations; a nil value removes the key.
+type Meta struct {
+	Labels      map[string]*string `json:"labels,omitempty"`
+	Annotations map[string]*string `json:"annotations,omitempty"`
+}
+
+// PatchMeta merge-patches the labels and annotations of obj (only its kind, namespace and name are read),
+// with no resourceVersion: kray owns the keys it patches. An object that is gone is not an error.
+func PatchMeta(ctx context.Context, w Writer, obj client.Object, meta Meta) error {
+	data, err := json.Marshal(map[string]Meta{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)))
 }
