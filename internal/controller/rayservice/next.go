@@ -77,32 +77,27 @@ func nameNext(o Observed, d *Decision) {
 	d.Status.PendingServiceStatus = rayv1.RayServiceStatus{RayClusterName: name}
 }
 
-// reconcileClusters creates the pending cluster, rebuilds a cluster in place when only worker groups were
-// appended, and names a new pending cluster for any other change (replacing a pending one that no longer
-// matches).
+// reconcileClusters creates the pending cluster, rebuilds the cluster being compared (the pending one, else
+// the active one) in place when only worker groups were appended, and names a new pending cluster for any
+// other change: always in place of a pending cluster that no longer matches, for the active one only when
+// the upgrade strategy prepares new clusters.
 func reconcileClusters(o Observed, d *Decision) {
 	svc, st := o.Service, &d.Status
-	if name := st.PendingServiceStatus.RayClusterName; name != "" {
-		pending := o.Clusters[name]
-		switch {
-		case pending == nil:
-			d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: Cluster(svc, name)})
-		case specChange(pending, svc) == inPlace:
-			d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: name, Cluster: rebuilt(svc, pending)})
-		case specChange(pending, svc) == replaced:
-			// The spec changed again before the switch: the pending cluster no longer matches, a new one
-			// replaces it (created once its name is stored) and the old pending one goes like any old cluster.
-			nameNext(o, d)
-		}
+	name, pending := st.PendingServiceStatus.RayClusterName, true
+	if name == "" {
+		name, pending = st.ActiveServiceStatus.RayClusterName, false
+	}
+	rc := o.Clusters[name]
+	if rc == nil { // a named pending cluster not created yet (Next names one when the active one is gone)
+		d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: Cluster(svc, name)})
 		return
 	}
-	active := o.Clusters[st.ActiveServiceStatus.RayClusterName]
-	switch specChange(active, svc) {
+	switch specChange(rc, svc) {
 	case inPlace:
-		d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: active.Name, Cluster: rebuilt(svc, active)})
+		d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: name, Cluster: rebuilt(svc, rc)})
 	case replaced:
-		if newClusterOnChange(svc, o.ZeroDowntime) {
-			nameNext(o, d)
+		if pending || newClusterOnChange(svc, o.ZeroDowntime) {
+			nameNext(o, d) // a replaced pending cluster goes like any old cluster
 		}
 	}
 }

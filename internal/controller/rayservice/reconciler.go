@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -245,11 +247,7 @@ type appliedConfigs struct {
 func (a *appliedConfigs) get(key types.NamespacedName) map[string]string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := map[string]string{}
-	for k, v := range a.m[key] {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(a.m[key])
 }
 
 // set records that key's cluster accepted config.
@@ -270,7 +268,7 @@ func (a *appliedConfigs) keep(key types.NamespacedName, clusters ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for name := range a.m[key] {
-		if !containsName(clusters, name) {
+		if !slices.Contains(clusters, name) {
 			delete(a.m[key], name)
 		}
 	}
@@ -281,13 +279,4 @@ func (a *appliedConfigs) forget(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, key)
-}
-
-func containsName(names []string, name string) bool {
-	for _, n := range names {
-		if n != "" && n == name {
-			return true
-		}
-	}
-	return false
 }
