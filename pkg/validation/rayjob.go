@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -27,11 +26,8 @@ type RayJobOptions struct {
 
 // RayJobMetadata checks the RayJob's name; its error is reported with the InvalidRayJobMetadata reason.
 func RayJobMetadata(job *rayv1.RayJob) error {
-	if len(job.Name) > MaxRayJobNameLength {
-		return fmt.Errorf("The RayJob metadata is invalid: RayJob name should be no more than %d characters", MaxRayJobNameLength)
-	}
-	if errs := utilvalidation.IsDNS1035Label(job.Name); len(errs) > 0 {
-		return fmt.Errorf("The RayJob metadata is invalid: RayJob name should be a valid DNS1035 label: %v", errs)
+	if err := nameRules("RayJob", job.Name, MaxRayJobNameLength); err != nil {
+		return fmt.Errorf("The RayJob metadata is invalid: %w", err)
 	}
 	return nil
 }

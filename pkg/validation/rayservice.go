@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
-
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/spec"
@@ -25,11 +23,8 @@ type RayServiceOptions struct {
 // RayServiceMetadata checks the RayService's name and its ray.io/initializing-timeout annotation; its error
 // is reported with the InvalidRayServiceMetadata reason.
 func RayServiceMetadata(svc *rayv1.RayService) error {
-	if len(svc.Name) > MaxRayServiceNameLength {
-		return fmt.Errorf("RayService name should be no more than %d characters", MaxRayServiceNameLength)
-	}
-	if errs := utilvalidation.IsDNS1035Label(svc.Name); len(errs) > 0 {
-		return fmt.Errorf("RayService name should be a valid DNS1035 label: %v", errs)
+	if err := nameRules("RayService", svc.Name, MaxRayServiceNameLength); err != nil {
+		return err
 	}
 	if _, err := InitializingTimeout(svc.Annotations); err != nil {
 		return fmt.Errorf("RayService annotations is invalid: %w", err)

@@ -26,11 +26,16 @@ var resourceParamKeys = []string{"num-cpus", "num-gpus", "memory", "resources"}
 
 // Metadata checks the cluster name; its error is reported with the InvalidRayClusterMetadata reason.
 func Metadata(rc *rayv1.RayCluster) error {
-	if len(rc.Name) > MaxClusterNameLength {
-		return fmt.Errorf("RayCluster name should be no more than %d characters", MaxClusterNameLength)
+	return nameRules("RayCluster", rc.Name, MaxClusterNameLength)
+}
+
+// nameRules checks a kind's object name as KubeRay does: at most max characters, a DNS-1035 label.
+func nameRules(kind, name string, max int) error {
+	if len(name) > max {
+		return fmt.Errorf("%s name should be no more than %d characters", kind, max)
 	}
-	if errs := utilvalidation.IsDNS1035Label(rc.Name); len(errs) > 0 {
-		return fmt.Errorf("RayCluster name should be a valid DNS1035 label: %v", errs)
+	if errs := utilvalidation.IsDNS1035Label(name); len(errs) > 0 {
+		return fmt.Errorf("%s name should be a valid DNS1035 label: %v", kind, errs)
 	}
 	return nil
 }
