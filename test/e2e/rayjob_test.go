@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -603,19 +604,27 @@ func kubeRaySamplesDir(t *testing.T) string {
 // kubeRayJobSample is the RayJob of KubeRay's sample file, placed in ns.
 func kubeRayJobSample(t *testing.T, file, ns string) *rayv1.RayJob {
 	t.Helper()
+	return kubeRaySample(t, file, ns, &rayv1.RayJob{})
+}
+
+// kubeRaySample is the first object of T's kind (RayJob, RayService) in KubeRay's sample file, placed in ns;
+// kind is an empty object of that type.
+func kubeRaySample[T client.Object](t *testing.T, file, ns string, kind T) T {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(kubeRaySamplesDir(t), file))
 	if err != nil {
 		t.Fatal(err)
 	}
+	typ := reflect.TypeOf(kind).Elem()
 	for _, doc := range splitYAML(data) {
-		job := &rayv1.RayJob{}
-		if yaml.Unmarshal(doc, job) == nil && job.Kind == "RayJob" {
-			job.Namespace = ns
-			return job
+		obj := reflect.New(typ).Interface().(T) // a fresh object per document: nothing carries over
+		if yaml.Unmarshal(doc, obj) == nil && obj.GetObjectKind().GroupVersionKind().Kind == typ.Name() {
+			obj.SetNamespace(ns)
+			return obj
 		}
 	}
-	t.Fatalf("%s holds no RayJob", file)
-	return nil
+	t.Fatalf("%s holds no %s", file, typ.Name())
+	return kind
 }
 
 // splitYAML splits a multi-document YAML file into its documents.

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/rayservice"
@@ -30,19 +27,7 @@ const serviceTimeout = 2 * time.Minute
 // kubeRayServiceSample is the RayService of KubeRay's sample file, placed in ns.
 func kubeRayServiceSample(t *testing.T, file, ns string) *rayv1.RayService {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(kubeRaySamplesDir(t), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range splitYAML(data) {
-		svc := &rayv1.RayService{}
-		if yaml.Unmarshal(doc, svc) == nil && svc.Kind == "RayService" {
-			svc.Namespace = ns
-			return svc
-		}
-	}
-	t.Fatalf("%s holds no RayService", file)
-	return nil
+	return kubeRaySample(t, file, ns, &rayv1.RayService{})
 }
 
 func createService(t *testing.T, svc *rayv1.RayService) *rayv1.RayService {
