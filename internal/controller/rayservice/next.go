@@ -46,12 +46,11 @@ func Next(o Observed) Decision {
 	labelHeads(o, &d)
 	reconcileServices(o, &d, ready)
 	endpoints := serveEndpoints(o.Pods, servingCluster(o, st))
-	if timedOut(o, &d, endpoints) {
-		cleanUp(o, &d)
-		return d
+	failed := timedOut(o, &d, endpoints)
+	cleanUp(o, &d) // after a timeout, every cluster
+	if !failed {
+		setConditions(o, &d, endpoints)
 	}
-	cleanUp(o, &d)
-	setConditions(o, &d, endpoints)
 	return d
 }
 

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -232,7 +230,7 @@ func (r *Reconciler) suffix() string {
 	if r.Suffix != nil {
 		return r.Suffix()
 	}
-	return strings.ToLower(utilrand.String(5))
+	return shared.NameSuffix()
 }
 
 // appliedConfigs is, per RayService, the serveConfigV2 each cluster last accepted; safe for concurrent

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +43,7 @@ type eventKey struct {
 func (e *Events) Emit(obj client.Object, now time.Time, events ...Event) {
 	for _, ev := range events {
 		if e.fresh(eventKey{uid: obj.GetUID(), kind: ev.Type, reason: ev.Reason, about: ev.Message}, now) {
-			e.Recorder.Event(obj.(runtime.Object), ev.Type, ev.Reason, ev.Message)
+			e.Recorder.Event(obj, ev.Type, ev.Reason, ev.Message)
 		}
 	}
 }

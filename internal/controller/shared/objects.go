@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -60,3 +61,7 @@ func PatchMeta(ctx context.Context, w Writer, obj client.Object, meta Meta) erro
 	}
 	return client.IgnoreNotFound(w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)))
 }
+
+// NameSuffix is a random suffix of 5 lower-case letters and digits for the name of a new object, as the API
+// server's generateName makes them.
+func NameSuffix() string { return utilrand.String(5) }
