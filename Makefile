@@ -47,7 +47,9 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the operator's RBAC.
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
 	@git diff --exit-code -- api config/crd config/rbac charts/kray/crds || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 
-.PHONY: fmt vet
+.PHONY: fmt vet tracked-files
+tracked-files: ## Fail when git tracks a compiled executable or a file over 1 MiB (generated CRDs excepted).
+	go run ./hack/trackedfiles
 fmt: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 vet: ## go vet (test/kuberaytypes is its own module).
@@ -56,7 +58,7 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: fmt vet verify-generated test-unit test-fuzz test-integration e2e ## Run every test: unit, fuzz (bounded), integration and end to end.
+test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e ## Run every test: unit, fuzz (bounded), integration and end to end.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
