@@ -100,28 +100,42 @@ func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *
 	return normal(EventUpdatedServeApplications, "Applied serveConfigV2 on %s", ref), nil
 }
 
-// syncService creates desired, or points the RayService's live Service at desired's cluster: the selector,
-// the ports and the type as desired, the cluster IPs and node ports as they are, the ray.io/cluster label
-// updated and any other metadata left alone. A Service of that name the RayService does not control is
-// never changed.
+// syncService creates desired, or points the RayService's live Service (from the cache, else from the API
+// server once the create found it existing) at desired's cluster: the selector, the ports and the type as
+// desired, the cluster IPs and node ports as they are, the ray.io/cluster label set and any other metadata
+// left alone. A Service of that name the RayService does not control is never changed.
 func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o Observed, desired *corev1.Service) (*shared.Event, error) {
 	ref := fmt.Sprintf("%s/%s", desired.Namespace, desired.Name)
 	live := o.HeadService
 	if desired.Name != HeadServiceName(svc) {
 		live = o.ServeService
 	}
+	cluster := desired.Labels[constants.LabelCluster]
 	if live == nil {
 		err := r.Writer.Create(ctx, desired)
 		switch {
-		case apierrors.IsAlreadyExists(err):
-			return nil, r.checkOwned(ctx, svc, &corev1.Service{}, desired.Name)
-		case err != nil:
+		case err == nil:
+			return normal(shared.EventCreatedService, "Created Service %s for RayCluster %s", ref, cluster), nil
+		case !apierrors.IsAlreadyExists(err):
 			return warning(shared.EventFailedToCreateService, "Failed to create Service %s: %v", ref, err), err
 		}
-		return normal(shared.EventCreatedService, "Created Service %s for RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+		// The cache does not hold it: it lags a create, or the Service lacks the ray.io/cluster label the
+		// cache selects by (one made by KubeRay). Read it from the API server and go on to update it, which
+		// also labels it.
+		found := &corev1.Service{}
+		if err := r.checkOwned(ctx, svc, found, desired.Name); err != nil {
+			return nil, err
+		}
+		if selects(found, cluster) && found.Labels[constants.LabelCluster] == cluster {
+			return nil, nil
+		}
+		live = found
 	}
 	updated := live.DeepCopy()
-	updated.Labels[constants.LabelCluster] = desired.Labels[constants.LabelCluster]
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	updated.Labels[constants.LabelCluster] = cluster
 	spec := desired.Spec.DeepCopy()
 	spec.ClusterIP, spec.ClusterIPs = live.Spec.ClusterIP, live.Spec.ClusterIPs
 	spec.IPFamilies, spec.IPFamilyPolicy = live.Spec.IPFamilies, live.Spec.IPFamilyPolicy
@@ -135,9 +149,9 @@ func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o O
 	}
 	updated.Spec = *spec
 	if err := r.Writer.Update(ctx, updated); err != nil {
-		return warning(shared.EventFailedToUpdateService, "Failed to point Service %s at RayCluster %s: %v", ref, desired.Labels[constants.LabelCluster], err), err
+		return warning(shared.EventFailedToUpdateService, "Failed to point Service %s at RayCluster %s: %v", ref, cluster, err), err
 	}
-	return normal(shared.EventUpdatedService, "Pointed Service %s at RayCluster %s", ref, desired.Labels[constants.LabelCluster]), nil
+	return normal(shared.EventUpdatedService, "Pointed Service %s at RayCluster %s", ref, cluster), nil
 }
 
 // checkOwned reads obj (named name) from the API server after a create found it existing: nil when the

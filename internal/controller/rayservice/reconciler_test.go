@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/cachetest"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
@@ -62,8 +66,12 @@ func (a *fakeServeAPI) Apply(_ context.Context, config []byte) error {
 
 // renv is a RayService reconciler against a fake API server that assigns UIDs, with the recording writer.
 type renv struct {
-	t      *testing.T
-	api    client.Client
+	t   *testing.T
+	api client.Client
+	// cache is the reconciler's informer cache: the real label filters, synced before each reconcile
+	// unless lagging is set.
+	cache   *cachetest.Cache
+	lagging bool
 	writer *writetest.Writer
 	serve  *fakeServe
 	r      *Reconciler
@@ -88,8 +96,13 @@ func newRenv(t *testing.T, objs ...client.Object) *renv {
 		}}).Build()
 	proxies := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(proxies.Close)
-	e := &renv{t: t, api: api, writer: writetest.New(api), serve: &fakeServe{apps: map[string]map[string]dashboard.ServeApplication{}, applied: map[string][]string{}}}
-	e.r = &Reconciler{Cache: api, APIReader: api, Writer: e.writer, Events: shared.Events{Recorder: record.NewFakeRecorder(100)},
+	cache, err := cachetest.New(api, scheme, raycluster.CacheOptions(nil),
+		&rayv1.RayServiceList{}, &rayv1.RayClusterList{}, &corev1.PodList{}, &corev1.ServiceList{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &renv{t: t, api: api, cache: cache, writer: writetest.New(api), serve: &fakeServe{apps: map[string]map[string]dashboard.ServeApplication{}, applied: map[string][]string{}}}
+	e.r = &Reconciler{Cache: cache, APIReader: api, Writer: e.writer, Events: shared.Events{Recorder: record.NewFakeRecorder(100)},
 		Dashboards: e.serve, DashboardAddress: "http://dash/{namespace}/{cluster}", ZeroDowntime: true,
 		ServeProbeAddress: proxies.URL + "/{namespace}/{pod}", ProbeHTTP: proxies.Client(),
 		Clock: clocktesting.NewFakePassiveClock(t0),
@@ -104,12 +117,50 @@ func newRenv(t *testing.T, objs ...client.Object) *renv {
 func (e *renv) reconcile(svc *rayv1.RayService) ([]string, error) {
 	e.t.Helper()
 	e.writer.Reset()
+	if !e.lagging {
+		if err := e.cache.Sync(context.Background()); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	_, err := e.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(svc)})
 	var out []string
 	for _, w := range e.writer.Writes() {
 		out = append(out, w.String())
 	}
 	return out, err
+}
+
+// serveFromPending names and creates svc's pending cluster, starts its pods (a head and a serving worker)
+// and reconciles until that cluster is the active one; it returns the cluster's name.
+func (e *renv) serveFromPending(svc *rayv1.RayService) string {
+	e.t.Helper()
+	var name string
+	for range 3 {
+		if name = e.get(svc).Status.PendingServiceStatus.RayClusterName; name != "" {
+			break
+		}
+		if _, err := e.reconcile(svc); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if name == "" {
+		e.t.Fatalf("no pending cluster named: %+v", e.get(svc).Status)
+	}
+	for _, p := range []corev1.Pod{pod(name, constants.NodeTypeHead, "false"), pod(name, constants.NodeTypeWorker, "true")} {
+		if err := e.api.Create(context.Background(), &p); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for range 6 {
+		if _, err := e.reconcile(svc); err != nil {
+			e.t.Fatal(err)
+		}
+		if e.get(svc).Status.ActiveServiceStatus.RayClusterName == name {
+			return name
+		}
+	}
+	e.t.Fatalf("not serving from %s: %+v", name, e.get(svc).Status)
+	return ""
 }
 
 func (e *renv) get(svc *rayv1.RayService) *rayv1.RayService {
@@ -164,26 +215,10 @@ func TestReconcileRefusesSomeoneElsesCluster(t *testing.T) {
 func TestReconcileAppliesServeOnce(t *testing.T) {
 	svc := service()
 	e := newRenv(t, svc)
-	e.reconcile(svc)
-	e.reconcile(svc)
-	name := e.get(svc).Status.PendingServiceStatus.RayClusterName
-	for _, p := range []corev1.Pod{pod(name, constants.NodeTypeHead, "false"), pod(name, constants.NodeTypeWorker, "true")} {
-		if err := e.api.Create(context.Background(), &p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	name := e.serveFromPending(svc)
 	base := "http://dash/ns/" + name
-	for range 4 {
-		if _, err := e.reconcile(svc); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if got := e.serve.applied[base]; len(got) != 1 {
 		t.Fatalf("configs applied on %s: %d, want 1", base, len(got))
-	}
-	cur := e.get(svc)
-	if cur.Status.ActiveServiceStatus.RayClusterName != name {
-		t.Fatalf("not serving from %s: %+v", name, cur.Status)
 	}
 	rc := &rayv1.RayCluster{}
 	if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, rc); err != nil {
@@ -195,5 +230,53 @@ func TestReconcileAppliesServeOnce(t *testing.T) {
 	}
 	if writes, _ := e.reconcile(svc); len(writes) != 0 {
 		t.Errorf("writes %v for a change of the cluster's status alone", writes)
+	}
+}
+
+// A RayService made by KubeRay has head and serve Services without the ray.io/cluster label, which the
+// operator's cache never holds: an upgrade reads them from the API server once their create is refused,
+// points them at the new cluster (labelling them), promotes it and then writes nothing more.
+func TestReconcileUpgradeMovesServicesMadeByKubeRay(t *testing.T) {
+	svc := service()
+	e := newRenv(t, svc)
+	old := e.serveFromPending(svc)
+	ctx := context.Background()
+	for _, name := range []string{HeadServiceName(svc), ServeServiceName(svc)} {
+		s := &corev1.Service{}
+		if err := e.api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Labels = nil
+		if err := e.api.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := e.get(svc)
+	cur.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	if err := e.api.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	next := e.serveFromPending(svc)
+	if next == old {
+		t.Fatalf("no new cluster for the changed spec: %s", next)
+	}
+	for _, name := range []string{HeadServiceName(svc), ServeServiceName(svc)} {
+		s := &corev1.Service{}
+		if err := e.api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Spec.Selector[constants.LabelCluster] != next || s.Labels[constants.LabelCluster] != next {
+			t.Errorf("Service %s selects %q, labelled %q; want %s", name, s.Spec.Selector[constants.LabelCluster], s.Labels[constants.LabelCluster], next)
+		}
+	}
+	st := e.get(svc).Status
+	if st.PendingServiceStatus.RayClusterName != "" {
+		t.Errorf("still pending: %+v", st.PendingServiceStatus)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, string(rayv1.UpgradeInProgress)); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("UpgradeInProgress %+v, want False", c)
+	}
+	if writes, err := e.reconcile(svc); err != nil || slices.ContainsFunc(writes, func(w string) bool { return strings.Contains(w, "Service/") }) {
+		t.Errorf("a promoted RayService still writes its Services: %v, %v", writes, err)
 	}
 }
