@@ -24,14 +24,16 @@ func deletionDelay(svc *rayv1.RayService) time.Duration {
 }
 
 // cleanUp gives every cluster of the RayService that is neither active nor pending a deletion deadline
-// (stored on the cluster) and deletes it once the deadline passed; a cluster that serves again loses its
-// deadline.
+// (stored on the cluster) and deletes it once the deadline passed and the stored status no longer names it
+// either: were the cluster deleted in the reconcile whose status write lets it go, and that write lost, the
+// next reconcile would create a cluster of the same name while the old one's pods are still collected. A
+// cluster that serves again loses its deadline.
 func cleanUp(o Observed, d *Decision) {
-	st := &d.Status
+	st, stored := &d.Status, &o.Service.Status
 	for _, name := range slices.Sorted(maps.Keys(o.Clusters)) {
 		rc := o.Clusters[name]
 		mark, marked := rc.Annotations[constants.AnnotationDeletionDeadline]
-		if name == st.ActiveServiceStatus.RayClusterName || name == st.PendingServiceStatus.RayClusterName {
+		if names(st, name) {
 			if marked {
 				d.Actions = append(d.Actions, Action{Kind: MarkCluster, Name: name, Cluster: rc})
 			}
@@ -45,12 +47,18 @@ func cleanUp(o Observed, d *Decision) {
 			deadline = o.Now.Add(deletionDelay(o.Service)).UTC().Truncate(time.Second)
 			d.Actions = append(d.Actions, Action{Kind: MarkCluster, Name: name, Cluster: rc, Deadline: deadline})
 		}
-		if left := deadline.Sub(o.Now); left > 0 {
-			d.wantRequeue(left)
+		left := deadline.Sub(o.Now)
+		if left > 0 || names(stored, name) {
+			d.wantRequeue(left) // a stored name goes with this reconcile's status write: soon after it
 			continue
 		}
 		d.Actions = append(d.Actions, Action{Kind: DeleteCluster, Name: name, Cluster: rc})
 	}
+}
+
+// names reports whether st names the cluster name as its active or pending one.
+func names(st *rayv1.RayServiceStatuses, name string) bool {
+	return name == st.ActiveServiceStatus.RayClusterName || name == st.PendingServiceStatus.RayClusterName
 }
 
 // timedOut fails the RayService for good when it has been Initializing, with no serve endpoint, for longer

@@ -28,11 +28,11 @@ func Next(o Observed) Decision {
 	}
 	st := &d.Status
 	st.ObservedGeneration = svc.Generation
-	d.wantRequeue(PollInterval)
 	if c := meta.FindStatusCondition(st.Conditions, string(rayv1.RayServiceReady)); c != nil && c.Reason == string(rayv1.RayServiceInitializingTimeout) {
-		cleanUp(o, &d) // failed for good: every cluster goes
+		cleanUp(o, &d) // failed for good: every cluster goes, and nothing is polled
 		return d
 	}
+	d.wantRequeue(PollInterval)
 	if st.PendingServiceStatus.RayClusterName == "" && o.Clusters[st.ActiveServiceStatus.RayClusterName] == nil {
 		// No cluster to serve from: name the next one; it is created once the name is stored, so that a
 		// restarted or second operator never makes another.

@@ -470,3 +470,53 @@ func TestUnreadableServeIsReported(t *testing.T) {
 		t.Errorf("Ready %+v: the pods still serve", c)
 	}
 }
+
+// With rayClusterDeletionDelaySeconds 0, a cluster let go is deleted only once a stored status no longer
+// names it: the reconcile that lets it go (whose status write may be lost) deletes nothing.
+func TestNoDelayDeletesOnlyWhatTheStoredStatusLetGo(t *testing.T) {
+	t.Run("a replaced pending cluster", func(t *testing.T) {
+		w, _ := serving(t)
+		w.svc = w.svc.DeepCopy()
+		w.svc.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](0)
+		w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+		w.step(t)
+		first := w.svc.Status.PendingServiceStatus.RayClusterName
+		w.step(t)
+		w.addCluster(first)
+		w.svc = w.svc.DeepCopy()
+		w.svc.Spec.RayClusterSpec.RayVersion = "2.48.0"
+		lost := Next(w.observed()) // its status write is lost
+		if lost.Status.PendingServiceStatus.RayClusterName == first || has(lost, DeleteCluster) != nil {
+			t.Fatalf("pending %q, actions %v: want %s replaced and kept", lost.Status.PendingServiceStatus.RayClusterName, kinds(lost), first)
+		}
+		if d := w.step(t); has(d, DeleteCluster) != nil || d.RequeueAfter > PollInterval {
+			t.Fatalf("the reconcile that replaces %s: %v, requeue %v; want no delete and a requeue", first, kinds(d), d.RequeueAfter)
+		}
+		w.clusters[first].Annotations[constants.AnnotationDeletionDeadline] = w.now.UTC().Format(time.RFC3339)
+		if d := w.step(t); has(d, DeleteCluster) == nil || has(d, DeleteCluster).Name != first {
+			t.Fatalf("once the stored status let %s go: %v, want it deleted", first, kinds(d))
+		}
+	})
+	t.Run("the initializing timeout", func(t *testing.T) {
+		w := newWorld(service(func(s *rayv1.RayService) {
+			s.Annotations = map[string]string{constants.AnnotationInitializingTimeout: "5m"}
+			s.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](0)
+		}))
+		w.step(t)
+		name := w.svc.Status.PendingServiceStatus.RayClusterName
+		w.step(t)
+		w.addCluster(name)
+		w.now = t0.Add(5 * time.Minute)
+		if d := w.step(t); has(d, DeleteCluster) != nil || condition(d.Status, rayv1.RayServiceReady).Reason != string(rayv1.RayServiceInitializingTimeout) {
+			t.Fatalf("at the timeout: %v, Ready %+v; want the cluster let go, not deleted", kinds(d), condition(d.Status, rayv1.RayServiceReady))
+		}
+		w.clusters[name].Annotations[constants.AnnotationDeletionDeadline] = w.now.UTC().Format(time.RFC3339)
+		if d := w.step(t); has(d, DeleteCluster) == nil {
+			t.Fatalf("after the timeout was stored: %v, want %s deleted", kinds(d), name)
+		}
+		delete(w.clusters, name)
+		if d := w.step(t); len(d.Actions) != 0 || d.RequeueAfter != 0 {
+			t.Fatalf("failed for good with nothing left: %v, requeue %v; want no action and no poll", kinds(d), d.RequeueAfter)
+		}
+	})
+}
