@@ -25,7 +25,8 @@ const JobsPath = "/api/jobs/"
 // a healthy dashboard answers a job's details in milliseconds.
 const callTimeout = 2 * time.Second
 
-// maxBody bounds how much of an answer is read; job details are small.
+// maxBody bounds how much of an answer is read into memory; job details and errors are small. Serve's
+// details, which list every replica, are decoded as they arrive instead (maxServeBody).
 const maxBody = 1 << 20
 
 // ErrNotFound is returned when the dashboard does not know the job.
@@ -171,17 +172,39 @@ func (c *Client) Stop(ctx context.Context, submissionID string) error {
 	return nil
 }
 
-// do sends one request and returns the answer's status and body.
+// do sends one request and returns the answer's status and body; a body over maxBody is an error saying so.
 func (c *Client) do(ctx context.Context, method, path string, payload []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	resp, err := c.send(ctx, method, path, payload)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: read the answer to %s %s: %w", c.peerName(), c.base, method, path, err)
+	}
+	if len(data) > maxBody {
+		return 0, nil, c.tooLarge(method, path, maxBody)
+	}
+	return resp.StatusCode, data, nil
+}
+
+// tooLarge is the error of an answer cut at limit bytes.
+func (c *Client) tooLarge(method, path string, limit int64) error {
+	return fmt.Errorf("%s %s: the answer to %s %s is larger than %d bytes, the most kray reads; it was not used", c.peerName(), c.base, method, path, limit)
+}
+
+// send sends one request under ctx; the caller closes the answer's body.
+func (c *Client) send(ctx context.Context, method, path string, payload []byte) (*http.Response, error) {
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -189,17 +212,11 @@ func (c *Client) do(ctx context.Context, method, path string, payload []byte) (i
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	peer := c.peerName()
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", peer, c.base, err)
+		return nil, fmt.Errorf("%s %s: %w", c.peerName(), c.base, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: read the answer to %s %s: %w", peer, c.base, method, path, err)
-	}
-	return resp.StatusCode, data, nil
+	return resp, nil
 }
 
 // httpError describes an unexpected answer, with the start of its body.

@@ -169,3 +169,13 @@ func TestAddress(t *testing.T) {
 		}
 	}
 }
+
+// A job answer over maxBody is an error saying so, not a truncated body read as malformed JSON.
+func TestAnswerOverTheBound(t *testing.T) {
+	huge := `{"status":"RUNNING","message":"` + strings.Repeat("x", maxBody) + `"}`
+	c, _, _ := serve(t, map[string]answer{"GET /api/jobs/j": {200, huge}})
+	_, err := c.GetJob(context.Background(), "j")
+	if err == nil || !strings.Contains(err.Error(), "is larger than 1048576 bytes") {
+		t.Fatalf("error %v, want one saying the answer is too large", err)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -58,18 +60,35 @@ func (d HTTPDialer) Serve(baseURL, token string) ServeAPI {
 	return d.Jobs(baseURL, token).(*Client)
 }
 
+// maxServeBody bounds Serve's details, which list every replica of every deployment (several hundred bytes
+// each): decoded as they arrive, keeping only the statuses, so the bound is on bytes read, not memory.
+var maxServeBody int64 = 256 << 20 // a variable for the test of an answer over it
+
+// serveCallTimeout bounds the Serve details call, whose answer grows with the replicas.
+const serveCallTimeout = 10 * time.Second
+
 // Applications reads Serve's declarative details. Anything but 200 with a JSON object is an error: a 503
-// says Serve's controller cannot be reached.
+// says Serve's controller cannot be reached, and an answer cut at maxServeBody says so.
 func (c *Client) Applications(ctx context.Context) (*ServeDetails, error) {
-	status, body, err := c.do(ctx, http.MethodGet, ServeApplicationsPath+"?api_type=declarative", nil)
+	ctx, cancel := context.WithTimeout(ctx, serveCallTimeout)
+	defer cancel()
+	path := ServeApplicationsPath + "?api_type=declarative"
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
 	}
-	if status != http.StatusOK {
-		return nil, c.httpError("get Serve applications", status, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		return nil, c.httpError("get Serve applications", resp.StatusCode, body)
 	}
+	body := &io.LimitedReader{R: resp.Body, N: maxServeBody + 1}
 	details := &ServeDetails{}
-	if err := json.Unmarshal(body, details); err != nil {
+	err = json.NewDecoder(body).Decode(details)
+	switch {
+	case body.N == 0:
+		return nil, c.tooLarge(http.MethodGet, path, maxServeBody)
+	case err != nil:
 		return nil, fmt.Errorf("get Serve applications: the dashboard's answer is not Serve details: %w", err)
 	}
 	return details, nil

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -106,5 +107,52 @@ func TestProbeServeProxy(t *testing.T) {
 	srv.Close()
 	if ok, err := ProbeServeProxy(context.Background(), srv.Client(), srv.URL); ok || err == nil || !strings.HasPrefix(err.Error(), "Serve proxy http://") {
 		t.Errorf("no proxy: %t, %v", ok, err)
+	}
+}
+
+// largeServeAnswer is Serve's declarative details of one application whose deployment runs replicas
+// replicas, each listed as Ray's ReplicaDetails lists it.
+func largeServeAnswer(replicas int) string {
+	var b strings.Builder
+	b.WriteString(`{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"proxies":{},"target_capacity":null,` +
+		`"applications":{"llm":{"name":"llm","route_prefix":"/","status":"RUNNING","message":"",` +
+		`"deployments":{"Model":{"name":"Model","status":"HEALTHY","message":"","replicas":[`)
+	for i := range replicas {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"node_id":"%056x","node_ip":"10.1.%d.%d","node_instance_id":"node-%d","actor_id":"%032x",`+
+			`"actor_name":"SERVE_REPLICA::llm#Model#%08x","worker_id":"%056x","log_file_path":"/serve/replica_llm_Model_%08x.log",`+
+			`"replica_id":"%08x","state":"RUNNING","pid":%d,"start_time_s":1767268800.25}`,
+			i, i/250, i%250, i, i, i, i, i, i, 1000+i)
+	}
+	b.WriteString(`]}}}}}`)
+	return b.String()
+}
+
+// Serve's details list every replica: an answer of 1.5 MiB (3,700 replicas) is read whole.
+func TestServeApplicationsLargeAnswer(t *testing.T) {
+	body := largeServeAnswer(3700)
+	if len(body) < 3<<19 {
+		t.Fatalf("the answer is %d bytes, want at least 1.5 MiB", len(body))
+	}
+	api, _, _ := serveAPI(t, map[string]answer{"GET /api/serve/applications/": {200, body}})
+	got, err := api.Applications(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app := got.Applications["llm"]; app.Status != "RUNNING" || app.Deployments["Model"].Status != "HEALTHY" {
+		t.Errorf("details %+v", got)
+	}
+}
+
+// An answer over the bound is not used, and the error says it was too large rather than malformed.
+func TestServeApplicationsOverTheBound(t *testing.T) {
+	defer func(n int64) { maxServeBody = n }(maxServeBody)
+	maxServeBody = 1 << 20
+	api, _, _ := serveAPI(t, map[string]answer{"GET /api/serve/applications/": {200, largeServeAnswer(3700)}})
+	_, err := api.Applications(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "is larger than 1048576 bytes") {
+		t.Fatalf("error %v, want one saying the answer is too large", err)
 	}
 }
