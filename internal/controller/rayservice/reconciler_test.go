@@ -72,10 +72,10 @@ type renv struct {
 	// unless lagging is set.
 	cache   *cachetest.Cache
 	lagging bool
-	writer *writetest.Writer
-	serve  *fakeServe
-	r      *Reconciler
-	n      int
+	writer  *writetest.Writer
+	serve   *fakeServe
+	r       *Reconciler
+	n       int
 }
 
 func newRenv(t *testing.T, objs ...client.Object) *renv {
