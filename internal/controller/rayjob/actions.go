@@ -41,6 +41,8 @@ type actionRow struct {
 	wrap string
 	// submits marks the action that puts the job on the dashboard.
 	submits bool
+	// starts marks the action without whose write the attempt cannot run (the submitter's create).
+	starts bool
 }
 
 // actionRows are the rows of every ActionKind, with KubeRay's event reasons and messages.
@@ -57,19 +59,19 @@ var actionRows = map[ActionKind]actionRow{
 	},
 	CreateSubmitter: {
 		write: func(ctx context.Context, r *Reconciler, job *rayv1.RayJob, a Action) (string, error) {
-			err := r.Writer.Create(ctx, a.Submitter)
-			if apierrors.IsAlreadyExists(err) {
-				err = r.ownedLive(ctx, job, &batchv1.Job{}, a.Submitter.Name) // the cache was behind, or it is not ours
-				if err == nil {
-					return wroteNothing, nil
-				}
-			}
-			return wroteCreate, err
+			return r.createSubmitter(ctx, job, a.Submitter)
 		},
 		subject: func(_ *rayv1.RayJob, a Action) string { return a.Submitter.Namespace + "/" + a.Submitter.Name },
-		ok:      map[string]eventText{wroteCreate: {EventCreatedRayJobSubmitter, "Created Kubernetes Job %s"}},
-		failed:  map[string]eventText{wroteCreate: {EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s: %v"}},
-		wrap:    "create the submitter Job %s",
+		ok: map[string]eventText{
+			wroteCreate: {EventCreatedRayJobSubmitter, "Created Kubernetes Job %s"},
+			wroteDelete: {EventDeletedRayJobSubmitter, "Deleted submitter K8s Job %s of an earlier submission; this attempt's follows once it is gone"},
+		},
+		failed: map[string]eventText{
+			wroteCreate: {EventFailedToCreateRayJobSubmitter, "Failed to create new Kubernetes Job %s: %v"},
+			wroteDelete: {EventFailedToDeleteRayJobSubmitter, "Failed to delete submitter K8s Job %s of an earlier submission: %v"},
+		},
+		wrap:   "create the submitter Job %s",
+		starts: true,
 	},
 	DeleteCluster: {
 		write: func(ctx context.Context, r *Reconciler, _ *rayv1.RayJob, a Action) (string, error) {
@@ -139,12 +141,38 @@ var actionRows = map[ActionKind]actionRow{
 	},
 }
 
+// createSubmitter creates the attempt's submitter Job. One that exists already (the cache was behind) is
+// this attempt's when it carries its submission id: nothing to write; an earlier submission's is deleted
+// (wroteDelete), and this attempt's is created by a later reconcile once it is gone; someone else's is a
+// notOwnedError.
+func (r *Reconciler) createSubmitter(ctx context.Context, job *rayv1.RayJob, sub *batchv1.Job) (string, error) {
+	err := r.Writer.Create(ctx, sub)
+	if !apierrors.IsAlreadyExists(err) {
+		return wroteCreate, err
+	}
+	live := &batchv1.Job{}
+	if err := r.ownedLive(ctx, job, live, sub.Name); err != nil {
+		return wroteCreate, err
+	}
+	if SubmissionID(live) == SubmissionID(sub) {
+		return wroteNothing, nil
+	}
+	err = r.Writer.Delete(ctx, live, ctrl.Preconditions{UID: &live.UID}, ctrl.PropagationPolicy(metav1.DeletePropagationBackground))
+	if apierrors.IsNotFound(err) {
+		err = nil
+	}
+	return wroteDelete, err
+}
+
 // outcome is what act's writes came to.
 type outcome struct {
 	// events are those the writes earned, recorded whatever happens to the status write.
 	events []Event
 	// submitted is set when the dashboard holds a submission that was asked for.
 	submitted bool
+	// notStarted is set when an action the attempt needs to run (starts) made no write of its own: it
+	// failed, met someone else's object, or had to delete an earlier attempt's first.
+	notStarted bool
 	// conflict is a Warning event about an object of a name the job needs that the RayJob does not control;
 	// nothing was written to it.
 	conflict *Event
@@ -165,6 +193,9 @@ func (r *Reconciler) act(ctx context.Context, job *rayv1.RayJob, d Decision) out
 		subject := row.subject(job, a)
 		wrote, err := row.write(ctx, r, job, a)
 		var foreign *notOwnedError
+		if row.starts && (err != nil || wrote == wroteDelete) {
+			out.notStarted = true
+		}
 		switch {
 		case err == nil:
 			out.submitted = out.submitted || row.submits

@@ -313,6 +313,20 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string,
 	}, nil
 }
 
+// SubmissionID is the Ray submission id a submitter Job submits (its first container's last
+// RAY_JOB_SUBMISSION_ID, the one the container sees), "" when it carries none.
+func SubmissionID(sub *batchv1.Job) string {
+	id := ""
+	if cs := sub.Spec.Template.Spec.Containers; len(cs) > 0 {
+		for _, e := range cs[0].Env {
+			if e.Name == EnvRayJobSubmissionID {
+				id = e.Value
+			}
+		}
+	}
+	return id
+}
+
 // defaultSubmitterTemplate runs the submitter in the head's image with KubeRay's default resources.
 func defaultSubmitterTemplate(rc *rayv1.RayCluster) corev1.PodTemplateSpec {
 	image := ""

@@ -37,7 +37,8 @@ import (
 type Reconciler struct {
 	// Cache reads RayJobs, RayClusters and submitter Jobs from the informer cache.
 	Cache ctrl.Reader
-	// APIReader reads the auth token Secret from the API server; kray caches no Secrets.
+	// APIReader reads the auth token Secret from the API server (kray caches no Secrets), an object whose
+	// create found it existing, and a tearing-down attempt's cluster and submitter the cache does not show.
 	APIReader ctrl.Reader
 	Writer    shared.Writer
 	// Events records events, each repetition once per window.
@@ -124,6 +125,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// reason to submit again.
 		d.Status.JobStatus = rayv1.JobStatusPending
 	}
+	if out.notStarted && job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusInitializing &&
+		d.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning {
+		// The submitter was not created: the attempt has not started, as KubeRay keeps it Initializing.
+		d.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusInitializing
+		d.RequeueAfter = PollInterval
+	}
 	if out.conflict != nil {
 		// Someone else's object holds a name the job needs: said once in an event, kept in the message.
 		if job.Status.Message != out.conflict.Message {
@@ -187,14 +194,23 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 			return o, fmt.Errorf("read RayCluster %s: %w", name, err)
 		}
 	}
+	tearingDown := job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusSuspending ||
+		job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRetrying
 	sub := &batchv1.Job{}
 	switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Name}, sub); {
 	case err == nil:
-		if ownedBy(sub, job) {
+		// A submitter of another submission is an earlier attempt's, still in the cache: never this
+		// attempt's (its failure must not fail this one); a teardown deletes any.
+		if ownedBy(sub, job) && (tearingDown || SubmissionID(sub) == job.Status.JobId) {
 			o.Submitter = sub
 		}
 	case !apierrors.IsNotFound(err):
 		return o, fmt.Errorf("read the submitter Job: %w", err)
+	}
+	if tearingDown && o.Cluster == nil && o.Submitter == nil {
+		if err := r.confirmGone(ctx, job, &o); err != nil {
+			return o, err
+		}
 	}
 	if NeedsHead(job) && o.Cluster != nil {
 		head := &corev1.Pod{}
@@ -224,6 +240,31 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 		o.JobInfo, o.JobInfoErr = api.GetJob(ctx, job.Status.JobId)
 	}
 	return o, nil
+}
+
+// confirmGone reads from the API server the attempt's cluster and submitter, which the cache does not
+// show, into o when they exist: a teardown clears the attempt's names once both are gone, and a cache that
+// lags a create (or another operator instance's create) must not make it forget a cluster that then leaks.
+func (r *Reconciler) confirmGone(ctx context.Context, job *rayv1.RayJob, o *Observed) error {
+	if name := job.Status.RayClusterName; name != "" {
+		rc := &rayv1.RayCluster{}
+		switch err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: name}, rc); {
+		case err == nil:
+			o.Cluster = rc
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("confirm RayCluster %s is gone: %w", name, err)
+		}
+	}
+	sub := &batchv1.Job{}
+	switch err := r.APIReader.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: job.Name}, sub); {
+	case err == nil:
+		if ownedBy(sub, job) {
+			o.Submitter = sub
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("confirm the submitter Job is gone: %w", err)
+	}
+	return nil
 }
 
 // jobAPI opens the dashboard of rc with the token its auth asks for.

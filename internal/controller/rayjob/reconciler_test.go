@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/cachetest"
+	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
@@ -111,13 +113,17 @@ func (f *fakeDashboard) set(id string, status rayv1.JobStatus) {
 
 // env is a reconciler against a fake API server that assigns UIDs, with the recording writer.
 type env struct {
-	t      *testing.T
-	api    client.Client
-	writer *writetest.Writer
-	dash   *fakeDashboard
-	rec    *record.FakeRecorder
-	now    time.Time
-	n      int
+	t   *testing.T
+	api client.Client
+	// cache is the reconcilers' informer cache: the real label filters, synced before each reconcile
+	// unless lagging is set.
+	cache   *cachetest.Cache
+	lagging bool
+	writer  *writetest.Writer
+	dash    *fakeDashboard
+	rec     *record.FakeRecorder
+	now     time.Time
+	n       int
 }
 
 func newEnv(t *testing.T, objs ...client.Object) *env {
@@ -137,7 +143,12 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", uids)))
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
-	return &env{t: t, api: api, writer: writetest.New(api), dash: newFakeDashboard(), rec: record.NewFakeRecorder(100), now: t0}
+	cache, err := cachetest.New(api, scheme, raycluster.CacheOptions(nil),
+		&rayv1.RayJobList{}, &rayv1.RayClusterList{}, &batchv1.JobList{}, &corev1.PodList{}, &corev1.ServiceList{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, api: api, cache: cache, writer: writetest.New(api), dash: newFakeDashboard(), rec: record.NewFakeRecorder(100), now: t0}
 }
 
 // envClock is the env's clock, which a test moves by setting e.now.
@@ -151,7 +162,7 @@ func (e *env) reconciler() *Reconciler {
 	e.n++
 	instance := e.n
 	calls := 0
-	return &Reconciler{Cache: e.api, APIReader: e.api, Writer: e.writer, Events: shared.Events{Recorder: e.rec}, Dashboards: e.dash,
+	return &Reconciler{Cache: e.cache, APIReader: e.api, Writer: e.writer, Events: shared.Events{Recorder: e.rec}, Dashboards: e.dash,
 		Clock: envClock{e},
 		Suffix: func() string {
 			calls++
@@ -178,6 +189,11 @@ func (e *env) steps(n int) {
 
 func (e *env) reconcile(r *Reconciler, name string) reconcile.Result {
 	e.t.Helper()
+	if !e.lagging {
+		if err := e.cache.Sync(context.Background()); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
 	if err != nil && !apierrors.IsConflict(err) {
 		e.t.Fatalf("reconcile: %v", err)
@@ -645,6 +661,9 @@ func TestNamespaceGoingAwayIsNotAFailure(t *testing.T) {
 		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}}}}
 	e.writer.Fail(writetest.Create, "RayCluster", "", terminating)
 	before, writes := e.job("train").Status, e.count(writetest.Status, "RayJob")
+	if err := e.cache.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	res, err := e.reconciler().Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "train"}})
 	if err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("Reconcile: %+v, %v; want no error and no retry", res, err)
@@ -654,5 +673,114 @@ func TestNamespaceGoingAwayIsNotAFailure(t *testing.T) {
 	}
 	if after := e.job("train").Status; after.JobDeploymentStatus != before.JobDeploymentStatus || e.count(writetest.Status, "RayJob") != writes {
 		t.Errorf("status %s after %d status writes; want %s and no new write", after.JobDeploymentStatus, e.count(writetest.Status, "RayJob")-writes, before.JobDeploymentStatus)
+	}
+}
+
+// A teardown clears the attempt's names only once the API server, not just the cache, shows neither its
+// cluster nor its submitter: a cluster another instance created, which this one's cache has not seen yet,
+// is deleted instead of forgotten.
+func TestTeardownConfirmsAbsenceOnTheServer(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode), func(j *rayv1.RayJob) { j.Spec.ShutdownAfterJobFinishes = true }))
+	e.steps(2) // the finalizer, then the names
+	job := e.job("train")
+	name := job.Status.RayClusterName
+	if name == "" || e.count(writetest.Create, "RayCluster") != 0 {
+		t.Fatalf("want a named attempt with no cluster yet: %+v", job.Status)
+	}
+	job.Spec.Suspend = true
+	if err := e.api.Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspending
+	if err := e.api.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cache.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.api.Create(ctx, Cluster(e.job("train"), name)); err != nil { // another instance's create
+		t.Fatal(err)
+	}
+	e.lagging = true
+	e.reconcile(e.reconciler(), "train")
+	if st := e.job("train").Status; st.RayClusterName != name {
+		t.Fatalf("the attempt was cleared (%s, cluster %q) while its cluster %s exists", st.JobDeploymentStatus, st.RayClusterName, name)
+	}
+	if n := e.count(writetest.Delete, "RayCluster"); n != 1 {
+		t.Fatalf("RayCluster deletes = %d, want the unseen cluster deleted", n)
+	}
+	e.lagging = false
+	e.steps(2)
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusSuspended || st.RayClusterName != "" {
+		t.Fatalf("once the cluster is gone: %s, cluster %q; want Suspended with no cluster", st.JobDeploymentStatus, st.RayClusterName)
+	}
+}
+
+// A submitter Job of an earlier submission (the cache, or the API server, still holds it when the next
+// attempt starts) is never taken as this attempt's: it is deleted, the attempt stays Initializing, and this
+// attempt's submitter is created once it is gone. Its failure fails nothing.
+func TestK8sJobModeReplacesAnEarlierSubmissionsSubmitter(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWithJob(t, newJob())
+	e.steps(6)
+	job := e.job("train")
+	if job.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("status %s, want Running", job.Status.JobDeploymentStatus)
+	}
+	old := &batchv1.Job{}
+	if err := e.api.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "train"}, old); err != nil {
+		t.Fatal(err)
+	}
+	old.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(e.now)}}
+	if err := e.api.Status().Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// The next attempt, on the same cluster, as if the earlier one's teardown had missed the submitter.
+	job.Status.JobDeploymentStatus, job.Status.JobId, job.Status.JobStatus = rayv1.JobDeploymentStatusInitializing, "train-second", rayv1.JobStatusNew
+	if err := e.api.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	e.drainEvents()
+	e.reconcile(e.reconciler(), "train")
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+		t.Fatalf("status %s (%s), want Initializing until this attempt's submitter exists", st.JobDeploymentStatus, st.Message)
+	}
+	if n := e.count(writetest.Delete, "Job"); n != 1 {
+		t.Fatalf("submitter deletes = %d, want the earlier submission's deleted", n)
+	}
+	if got := e.drainEvents(); !slices.Contains(got, EventDeletedRayJobSubmitter) {
+		t.Errorf("events %v, want %s", got, EventDeletedRayJobSubmitter)
+	}
+	e.steps(2)
+	st := e.job("train").Status
+	sub := &batchv1.Job{}
+	if err := e.api.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "train"}, sub); err != nil {
+		t.Fatal(err)
+	}
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || SubmissionID(sub) != "train-second" {
+		t.Fatalf("status %s, submitter of %q; want Running with train-second's submitter", st.JobDeploymentStatus, SubmissionID(sub))
+	}
+}
+
+// A K8sJobMode attempt whose submitter create is refused stays Initializing, as KubeRay's does.
+func TestK8sJobModeRefusedSubmitterStaysInitializing(t *testing.T) {
+	e := newEnvWithJob(t, newJob())
+	e.writer.Fail(writetest.Create, "Job", "", apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "train", errors.New("exceeded quota")))
+	for range 6 {
+		if err := e.cache.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.reconciler().Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "train"}})
+		if err != nil && !apierrors.IsForbidden(errors.Unwrap(err)) && !strings.Contains(err.Error(), "exceeded quota") {
+			t.Fatalf("reconcile: %v", err)
+		}
+		e.playRayCluster()
+	}
+	if n := e.count(writetest.Create, "Job"); n == 0 {
+		t.Fatal("the submitter create this test is about was never tried")
+	}
+	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+		t.Fatalf("status %s, want Initializing while the submitter cannot be created", st.JobDeploymentStatus)
 	}
 }

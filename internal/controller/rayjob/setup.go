@@ -23,7 +23,9 @@ import (
 // objects created for a RayJob carry a blocking owner reference to it. RayClusters are created for a RayJob
 // and deleted when it retries, is suspended or shuts down (only those it owns, by UID precondition), and
 // updated only by a DeleteWorkers deletion policy, which suspends the worker groups of a cluster it owns. Submitter Jobs are created and deleted
-// likewise (a running one also when its RayJob has ended). A cluster's token auth Secret is read by name,
+// likewise (a running one also when its RayJob has ended, and one of an earlier submission where this
+// attempt's is to be created). Before a teardown forgets an attempt, its cluster and submitter are read by
+// name from the API server, to confirm what the cache does not show is gone. A cluster's token auth Secret is read by name,
 // only for the dashboard calls of a cluster with token auth. The RayJob's head Service is read from the
 // cache, created, and updated (its selector and ray.io/cluster label only, never one the RayJob does not
 // control) while the job runs; a Service or Job whose create finds it existing is read once by name. A
