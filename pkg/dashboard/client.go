@@ -29,7 +29,7 @@ const callTimeout = 2 * time.Second
 // details, which list every replica, are decoded as they arrive instead (maxServeBody).
 const maxBody = 1 << 20
 
-// ErrNotFound is returned when the dashboard does not know the job.
+// ErrNotFound is returned when Ray's dashboard says it does not know the job.
 var ErrNotFound = errors.New("the Ray job does not exist on the cluster")
 
 // ErrAlreadySubmitted is returned by Submit when the dashboard already holds a job with the submission id.
@@ -100,14 +100,14 @@ type Client struct {
 
 var _ JobAPI = (*Client)(nil)
 
-// GetJob returns the job's details, or ErrNotFound on a 404.
+// GetJob returns the job's details, or ErrNotFound when Ray says it does not know the job.
 func (c *Client) GetJob(ctx context.Context, submissionID string) (*JobInfo, error) {
 	status, body, err := c.do(ctx, http.MethodGet, JobsPath+url.PathEscape(submissionID), nil)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case status == http.StatusNotFound:
+	case rayJobUnknown(status, body, submissionID):
 		return nil, ErrNotFound
 	case status != http.StatusOK:
 		return nil, c.httpError("get job "+submissionID, status, body)
@@ -148,7 +148,7 @@ func (c *Client) Stop(ctx context.Context, submissionID string) error {
 		return err
 	}
 	switch {
-	case status == http.StatusNotFound:
+	case rayJobUnknown(status, body, submissionID):
 		return ErrNotFound
 	case status != http.StatusOK:
 		return c.httpError("stop job "+submissionID, status, body)
@@ -170,6 +170,13 @@ func (c *Client) Stop(ctx context.Context, submissionID string) error {
 		return fmt.Errorf("stop job %s: the dashboard did not stop it and it is %s", submissionID, info.Status)
 	}
 	return nil
+}
+
+// rayJobUnknown reports whether an answer is Ray's own for a job it does not hold: 404 with "Job <id> does
+// not exist". Any other 404 (a proxy's, a dashboard without the Job API) says nothing about the job, and
+// reading it as "not found" would fail a running job as lost.
+func rayJobUnknown(status int, body []byte, submissionID string) bool {
+	return status == http.StatusNotFound && bytes.Contains(body, []byte("Job "+submissionID+" does not exist"))
 }
 
 // do sends one request and returns the answer's status and body; a body over maxBody is an error saying so.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,9 @@ func serve(t *testing.T, answers map[string]answer) (*Client, *[]*http.Request, 
 		bodies = append(bodies, string(b))
 		a, ok := answers[r.Method+" "+r.URL.Path]
 		if !ok {
-			http.NotFound(w, r)
+			// Ray's answer for a job it does not hold.
+			id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, JobsPath), "/stop")
+			http.Error(w, fmt.Sprintf("Job %s does not exist", id), http.StatusNotFound)
 			return
 		}
 		w.WriteHeader(a.status)
@@ -48,6 +51,8 @@ func TestGetJob(t *testing.T) {
 			"message":"running","start_time":1700000000000,"end_time":0,"metadata":{"a":"b"},"driver_info":{"id":"x"},"some_new_field":1}`},
 		"GET /api/jobs/broken": {200, `<html>`},
 		"GET /api/jobs/fails":  {500, `boom`},
+		// What an ingress or proxy in front of the dashboard answers for a path it does not route.
+		"GET /api/jobs/proxied": {404, `<html><head><title>404 Not Found</title></head><body><center><h1>404 Not Found</h1></center><hr><center>nginx</center></body></html>`},
 	})
 	info, err := c.GetJob(context.Background(), "known")
 	if err != nil {
@@ -63,6 +68,9 @@ func TestGetJob(t *testing.T) {
 	}
 	if _, err := c.GetJob(context.Background(), "unknown"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown job: err = %v, want ErrNotFound", err)
+	}
+	if _, err := c.GetJob(context.Background(), "proxied"); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a proxy's 404: err = %v, want an error with the status, not ErrNotFound", err)
 	}
 	if _, err := c.GetJob(context.Background(), "broken"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("a non-JSON answer: err = %v, want a decode error", err)
