@@ -5,7 +5,9 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,34 +120,53 @@ func HeadService(svc *rayv1.RayService, rc *rayv1.RayCluster, opts builder.Optio
 	return s
 }
 
-// ErrNoServePort refuses a head whose container names no "serve" port while the RayService sets no
+// ErrNoServePort refuses a head whose container names no serving port while the RayService sets no
 // serveService, in KubeRay's words.
-var ErrNoServePort = fmt.Errorf("Please specify the port named '%s' in the Ray head container; otherwise, the Kubernetes service for Ray Serve will not be created", constants.ServePortName)
+var ErrNoServePort = fmt.Errorf("Please specify a port named '%[1]s' (or with the prefix '%[1]s-', e.g. '%[1]s-grpc') in the Ray head container; otherwise, the Kubernetes service for Ray Serve will not be created.", constants.ServePortName)
 
-// ServeService is the Service in front of the Serve proxies of rc: the pods labelled ray.io/serve=true. It
-// is spec.serveService when set (its metadata and type kept; selector, namespace and ports set here), else
-// <name>-serve-svc with the head's serve port (8000 when the head lists no ports) and the head group's
-// service type.
-func ServeService(svc *rayv1.RayService, rc *rayv1.RayCluster) (*corev1.Service, error) {
+// servingPorts are the Service ports of rc's head container ports named "serve" or "serve-<protocol>"
+// (serve:8000 when the container lists no ports), sorted by name.
+func servingPorts(rc *rayv1.RayCluster) []corev1.ServicePort {
 	head := rc.Spec.HeadGroupSpec.Template.Spec.Containers
-	port, found := int32(constants.DefaultServePort), true
-	if len(head) > 0 && len(head[constants.RayContainerIndex].Ports) > 0 {
-		port, found = 0, false
-		for _, p := range head[constants.RayContainerIndex].Ports {
-			if p.Name == constants.ServePortName {
-				port, found = p.ContainerPort, true
-			}
+	if len(head) <= constants.RayContainerIndex || len(head[constants.RayContainerIndex].Ports) == 0 {
+		return []corev1.ServicePort{{Name: constants.ServePortName, Port: constants.DefaultServePort}}
+	}
+	var ports []corev1.ServicePort
+	for _, p := range head[constants.RayContainerIndex].Ports {
+		if p.Name == constants.ServePortName || strings.HasPrefix(p.Name, constants.ServePortName+"-") {
+			ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort})
 		}
 	}
-	s := &corev1.Service{Spec: corev1.ServiceSpec{Type: rc.Spec.HeadGroupSpec.ServiceType}}
+	slices.SortFunc(ports, func(a, b corev1.ServicePort) int { return strings.Compare(a.Name, b.Name) })
+	return ports
+}
+
+// ServeService is the Service in front of the Serve proxies of rc: the pods labelled ray.io/serve=true, on
+// the head's serving ports. It is spec.serveService when set: its metadata kept, its type kept (the head
+// group's when empty), and each serving port it names as it defines it (an appProtocol, a nodePort), the
+// others as the head has them; its own ports as they are when the head has none. Else it is
+// <name>-serve-svc with the head group's service type.
+func ServeService(svc *rayv1.RayService, rc *rayv1.RayCluster) (*corev1.Service, error) {
+	ports := servingPorts(rc)
+	s := &corev1.Service{Spec: corev1.ServiceSpec{Type: rc.Spec.HeadGroupSpec.ServiceType, Ports: ports}}
 	if custom := svc.Spec.ServeService; custom != nil {
 		s = custom.DeepCopy()
 		s.Status = corev1.ServiceStatus{}
-	} else if !found {
+		if s.Spec.Type == "" {
+			s.Spec.Type = rc.Spec.HeadGroupSpec.ServiceType
+		}
+		if len(ports) > 0 {
+			for i := range ports {
+				for _, own := range custom.Spec.Ports {
+					if own.Name == ports[i].Name {
+						ports[i] = own
+					}
+				}
+			}
+			s.Spec.Ports = ports
+		}
+	} else if len(ports) == 0 {
 		return nil, ErrNoServePort
-	}
-	if !found {
-		port = constants.DefaultServePort
 	}
 	s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 	s.Name = ServeServiceName(svc)
@@ -162,7 +183,6 @@ func ServeService(svc *rayv1.RayService, rc *rayv1.RayCluster) (*corev1.Service,
 	s.Labels = labels
 	s.OwnerReferences = []metav1.OwnerReference{OwnerReference(svc)}
 	s.Spec.Selector = map[string]string{constants.LabelCluster: rc.Name, constants.LabelServe: "true"}
-	s.Spec.Ports = []corev1.ServicePort{{Name: constants.ServePortName, Port: port}}
 	if s.Spec.Type == "" {
 		s.Spec.Type = corev1.ServiceTypeClusterIP
 	}
