@@ -74,6 +74,9 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		if err := shared.PatchMeta(ctx, r.Writer, a.Pod, shared.Meta{Labels: map[string]*string{constants.LabelServe: &a.Value}}); err != nil {
 			return warning(EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
 		}
+		if a.Why != "" {
+			return normal(EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s: %s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, a.Why), nil
+		}
 		return normal(EventUpdatedHeadPodServeLabel, "Set %s=%s on head pod %s/%s", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name), nil
 	case SyncService:
 		return r.syncService(ctx, svc, o, a.Service)

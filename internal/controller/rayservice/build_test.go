@@ -25,7 +25,9 @@ func TestServeService(t *testing.T) {
 				Spec: corev1.ServiceSpec{Type: typ, Ports: ports}}
 		}
 	}
-	nodePort := func(s *rayv1.RayService) { s.Spec.RayClusterSpec.HeadGroupSpec.ServiceType = corev1.ServiceTypeNodePort }
+	nodePort := func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.HeadGroupSpec.ServiceType = corev1.ServiceTypeNodePort
+	}
 	h2c := "kubernetes.io/h2c"
 	for _, tt := range []struct {
 		name      string

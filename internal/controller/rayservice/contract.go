@@ -39,6 +39,8 @@ type Observed struct {
 	Serve map[string]ServeRead
 	// ProxyHealthy is the health of each probed head pod's Serve proxy, by pod name.
 	ProxyHealthy map[string]bool
+	// ProxyErr is why a probed head pod's Serve proxy is not healthy, by pod name.
+	ProxyErr map[string]error
 	// HeadService and ServeService are the RayService's Services, nil when absent or not its own.
 	HeadService, ServeService *corev1.Service
 	// Applied is the serveConfigV2 each cluster last accepted, by cluster name (kept in memory).
@@ -67,7 +69,8 @@ const (
 	MarkCluster ActionKind = "MarkCluster"
 	// ApplyServe puts serveConfigV2 on the cluster named Action.Name.
 	ApplyServe ActionKind = "ApplyServe"
-	// LabelHead sets the ray.io/serve label of the head pod Action.Pod to Action.Value.
+	// LabelHead sets the ray.io/serve label of the head pod Action.Pod to Action.Value (Action.Why says why
+	// when "false").
 	LabelHead ActionKind = "LabelHead"
 	// SyncService creates Action.Service, or points the live one at its cluster.
 	SyncService ActionKind = "SyncService"
@@ -75,11 +78,13 @@ const (
 
 // Action is one write Next asks for, with what it writes.
 type Action struct {
-	Kind     ActionKind
-	Name     string
-	Cluster  *rayv1.RayCluster
-	Pod      *corev1.Pod
-	Value    string
+	Kind    ActionKind
+	Name    string
+	Cluster *rayv1.RayCluster
+	Pod     *corev1.Pod
+	Value   string
+	// Why says, for LabelHead, why a head leaves the serve Service.
+	Why      string
 	Service  *corev1.Service
 	Deadline time.Time
 	Config   string

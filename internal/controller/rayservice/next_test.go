@@ -51,6 +51,7 @@ type world struct {
 	pods     []corev1.Pod
 	serve    map[string]ServeRead
 	healthy  map[string]bool
+	proxyErr map[string]error
 	head     *corev1.Service
 	serveSvc *corev1.Service
 	applied  map[string]string
@@ -59,12 +60,12 @@ type world struct {
 }
 
 func newWorld(svc *rayv1.RayService) *world {
-	return &world{svc: svc, clusters: map[string]*rayv1.RayCluster{}, serve: map[string]ServeRead{}, healthy: map[string]bool{}, applied: map[string]string{}, now: t0}
+	return &world{svc: svc, clusters: map[string]*rayv1.RayCluster{}, serve: map[string]ServeRead{}, healthy: map[string]bool{}, proxyErr: map[string]error{}, applied: map[string]string{}, now: t0}
 }
 
 func (w *world) observed() Observed {
 	w.names++
-	return Observed{Service: w.svc, Clusters: w.clusters, Pods: w.pods, Serve: w.serve, ProxyHealthy: w.healthy,
+	return Observed{Service: w.svc, Clusters: w.clusters, Pods: w.pods, Serve: w.serve, ProxyHealthy: w.healthy, ProxyErr: w.proxyErr,
 		HeadService: w.head, ServeService: w.serveSvc, Applied: w.applied, Now: w.now, Suffix: fmt.Sprintf("n%04d", w.names), ZeroDowntime: true}
 }
 
@@ -371,6 +372,22 @@ func TestHeadServeLabel(t *testing.T) {
 	a := has(w.step(t), LabelHead)
 	if a == nil || a.Pod.Name != head || a.Value != "true" {
 		t.Fatalf("healthy proxy: %+v", a)
+	}
+	for i := range w.pods {
+		if w.pods[i].Name == head {
+			w.pods[i].Labels[constants.LabelServe] = "true"
+		}
+	}
+	w.healthy[head] = false
+	w.proxyErr[head] = errors.New("Serve proxy health check at http://10.0.0.1:8000: the Serve proxy answered 503 Service Unavailable: draining")
+	a = has(w.step(t), LabelHead)
+	if a == nil || a.Value != "false" || !strings.Contains(a.Why, "503 Service Unavailable: draining") {
+		t.Fatalf("failing proxy: %+v, want the label false saying why", a)
+	}
+	for i := range w.pods {
+		if w.pods[i].Name == head {
+			w.pods[i].Labels[constants.LabelServe] = "false"
+		}
 	}
 	w.svc = w.svc.DeepCopy()
 	w.svc.Spec.ExcludeHeadPodFromServeSvc = true

@@ -132,7 +132,7 @@ func statusChanged(stored, next rayv1.RayServiceStatuses) bool {
 // cluster's Serve applications and the heads' Serve proxies.
 func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observed, error) {
 	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime,
-		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{},
+		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{}, ProxyErr: map[string]error{},
 		Applied: r.applied.get(client.ObjectKeyFromObject(svc))}
 	list := &rayv1.RayClusterList{}
 	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
@@ -172,7 +172,10 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 		o.Serve[name] = read
 	}
 	for _, head := range ProbedHeads(svc, o.Pods) {
-		o.ProxyHealthy[head.Name], _ = dashboard.ProbeServeProxy(ctx, r.probeHTTP(), r.probeAddress(head))
+		var err error
+		if o.ProxyHealthy[head.Name], err = dashboard.ProbeServeProxy(ctx, r.probeHTTP(), r.probeAddress(head)); err != nil {
+			o.ProxyErr[head.Name] = err
+		}
 	}
 	return o, nil
 }

@@ -87,7 +87,7 @@ func ProbedHeads(svc *rayv1.RayService, pods []corev1.Pod) []*corev1.Pod {
 }
 
 // labelHeads sets the ray.io/serve label of the active and pending heads: "true" while the head's Serve
-// proxy answers its health check, else "false" (always "false" with excludeHeadPodFromServeSvc).
+// proxy answers its health check, else "false" (always "false" with excludeHeadPodFromServeSvc), saying why.
 func labelHeads(o Observed, d *Decision) {
 	svc, st := o.Service, &d.Status
 	for _, name := range []string{st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName} {
@@ -95,12 +95,20 @@ func labelHeads(o Observed, d *Decision) {
 		if head == nil || head.DeletionTimestamp != nil {
 			continue
 		}
-		want := "false"
-		if !svc.Spec.ExcludeHeadPodFromServeSvc && o.ProxyHealthy[head.Name] {
-			want = "true"
+		want, why := "true", ""
+		switch {
+		case svc.Spec.ExcludeHeadPodFromServeSvc:
+			want, why = "false", "the RayService sets excludeHeadPodFromServeSvc"
+		case !podServes(head):
+			want, why = "false", "the head pod is not ready"
+		case !o.ProxyHealthy[head.Name]:
+			want, why = "false", "its Serve proxy is not healthy"
+			if err := o.ProxyErr[head.Name]; err != nil {
+				why = err.Error()
+			}
 		}
 		if head.Labels[constants.LabelServe] != want {
-			d.Actions = append(d.Actions, Action{Kind: LabelHead, Name: name, Pod: head, Value: want})
+			d.Actions = append(d.Actions, Action{Kind: LabelHead, Name: name, Pod: head, Value: want, Why: why})
 		}
 	}
 }
