@@ -47,8 +47,12 @@ const (
 type Observed struct {
 	// Job is the RayJob as read; Next never changes it.
 	Job *rayv1.RayJob
-	// Cluster is the RayJob's RayCluster (status.rayClusterName), nil when absent.
+	// Cluster is the RayJob's RayCluster (status.rayClusterName), nil when absent, and nil when a RayJob
+	// that creates its cluster does not control the one of that name (ClusterTaken).
 	Cluster *rayv1.RayCluster
+	// ClusterTaken is set when a RayCluster of status.rayClusterName exists that the RayJob does not
+	// control, though it is to create its own: the name is someone else's.
+	ClusterTaken bool
 	// Submitter is the K8sJobMode submitter Job, nil when absent.
 	Submitter *batchv1.Job
 	// Head is Cluster's head pod, read only where NeedsHead says; nil when absent.

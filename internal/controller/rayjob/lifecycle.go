@@ -144,12 +144,23 @@ func createSubmitter(o Observed, d *Decision, address string) bool {
 }
 
 // clusterPresent asks for the RayJob's cluster when it is missing and reports whether it exists. A missing
-// selected cluster is waited for, as the user must create it.
+// selected cluster is waited for, as the user must create it; a name someone else's cluster holds is
+// replaced by a new one.
 func clusterPresent(o Observed, d *Decision) bool {
 	if o.Cluster != nil {
 		return true
 	}
 	job := o.Job
+	if o.ClusterTaken {
+		// Nothing was created under the stored name (someone else's cluster holds it): the attempt's cluster
+		// gets another, stored before it is created.
+		taken := d.Status.RayClusterName
+		d.Status.RayClusterName = job.Name + "-" + o.Suffix
+		d.Events = append(d.Events, shared.Warning(shared.EventFailedToCreateRayCluster, fmt.Sprintf(
+			"RayCluster %s/%s exists and is not controlled by RayJob %s/%s: kray does not use or change it; the job's cluster is named %s instead",
+			job.Namespace, taken, job.Namespace, job.Name, d.Status.RayClusterName)))
+		return false
+	}
 	if selectorMode(job) {
 		d.Events = append(d.Events, shared.Warning(EventRayClusterNotFound,
 			fmt.Sprintf("RayCluster %s/%s set in the clusterSelector is not found. It must be created manually", job.Namespace, d.Status.RayClusterName)))

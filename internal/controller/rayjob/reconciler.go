@@ -188,6 +188,8 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 	if name := job.Status.RayClusterName; name != "" {
 		rc := &rayv1.RayCluster{}
 		switch err := r.Cache.Get(ctx, ctrl.ObjectKey{Namespace: job.Namespace, Name: name}, rc); {
+		case err == nil && !selectorMode(job) && !ownedBy(rc, job):
+			o.ClusterTaken = true
 		case err == nil:
 			o.Cluster = rc
 		case !apierrors.IsNotFound(err):

@@ -31,6 +31,7 @@ import (
 	"github.com/kray-project/kray/internal/cachetest"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/internal/fixture"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
@@ -782,5 +783,31 @@ func TestK8sJobModeRefusedSubmitterStaysInitializing(t *testing.T) {
 	}
 	if st := e.job("train").Status; st.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
 		t.Fatalf("status %s, want Initializing while the submitter cannot be created", st.JobDeploymentStatus)
+	}
+}
+
+// A RayCluster of the name a RayJob drew, made by someone else, is never used nor changed: the job draws
+// another name (stored before its cluster is created), says so once, and runs on its own cluster.
+func TestClusterOfTheDrawnNameMadeBySomeoneElse(t *testing.T) {
+	foreign := fixture.Cluster("ns", "train-r2c1") // the name the second instance draws
+	job := newJob(mode(rayv1.HTTPMode))
+	job.Finalizers, job.UID = nil, ""
+	e := newEnv(t, job, foreign)
+	e.steps(6)
+	st := e.job("train").Status
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning || st.RayClusterName == foreign.Name || st.RayClusterName == "" {
+		t.Fatalf("status %s on cluster %q, want Running on a cluster of its own", st.JobDeploymentStatus, st.RayClusterName)
+	}
+	for _, w := range e.writer.Writes() {
+		if w.Kind == "RayCluster" && w.Name == foreign.Name {
+			t.Errorf("kray wrote to the other's cluster: %s", w)
+		}
+	}
+	rc := &rayv1.RayCluster{}
+	if err := e.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: st.RayClusterName}, rc); err != nil || !ownedBy(rc, e.job("train")) {
+		t.Errorf("the job's cluster %s: %v, owners %+v", st.RayClusterName, err, rc.OwnerReferences)
+	}
+	if got := e.drainEvents(); !slices.Contains(got, shared.EventFailedToCreateRayCluster) {
+		t.Errorf("events %v, want %s saying the name is taken", got, shared.EventFailedToCreateRayCluster)
 	}
 }
