@@ -33,6 +33,9 @@ type Observed struct {
 	Service *rayv1.RayService
 	// Clusters are the RayClusters the RayService controls, by name.
 	Clusters map[string]*rayv1.RayCluster
+	// PendingTaken is set when a RayCluster of the pending cluster's name exists that the RayService does
+	// not control: the name is someone else's.
+	PendingTaken bool
 	// Pods are the pods of the RayService's active and pending clusters.
 	Pods []corev1.Pod
 	// Serve is the Serve API's answer of the cluster ServeTarget names, by cluster name.

@@ -87,6 +87,14 @@ func reconcileClusters(o Observed, d *Decision) {
 		name, pending = st.ActiveServiceStatus.RayClusterName, false
 	}
 	rc := o.Clusters[name]
+	if rc == nil && pending && o.PendingTaken {
+		// Nothing was created under the stored name (someone else's cluster holds it): name another.
+		d.Events = append(d.Events, shared.Warning(shared.EventFailedToCreateRayCluster, fmt.Sprintf(
+			"RayCluster %s/%s exists and is not controlled by RayService %s/%s: kray does not use or change it, and names the pending cluster anew",
+			svc.Namespace, name, svc.Namespace, svc.Name)))
+		nameNext(o, d)
+		return
+	}
 	if rc == nil { // a named pending cluster not created yet (Next names one when the active one is gone)
 		d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: Cluster(svc, name)})
 		return

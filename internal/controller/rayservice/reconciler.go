@@ -145,6 +145,15 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 			o.Clusters[rc.Name] = rc
 		}
 	}
+	if name := svc.Status.PendingServiceStatus.RayClusterName; name != "" && o.Clusters[name] == nil {
+		rc := &rayv1.RayCluster{}
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, rc); {
+		case err == nil:
+			o.PendingTaken = !shared.OwnedBy(rc, svc)
+		case !apierrors.IsNotFound(err):
+			return o, fmt.Errorf("read RayCluster %s: %w", name, err)
+		}
+	}
 	for _, name := range []string{svc.Status.ActiveServiceStatus.RayClusterName, svc.Status.PendingServiceStatus.RayClusterName} {
 		if name == "" {
 			continue

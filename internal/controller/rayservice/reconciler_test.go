@@ -72,10 +72,12 @@ type renv struct {
 	// unless lagging is set.
 	cache   *cachetest.Cache
 	lagging bool
-	writer  *writetest.Writer
-	serve   *fakeServe
-	r       *Reconciler
-	n       int
+	// all are the writes of every reconcile so far.
+	all    []string
+	writer *writetest.Writer
+	serve  *fakeServe
+	r      *Reconciler
+	n      int
 }
 
 func newRenv(t *testing.T, objs ...client.Object) *renv {
@@ -127,6 +129,7 @@ func (e *renv) reconcile(svc *rayv1.RayService) ([]string, error) {
 	for _, w := range e.writer.Writes() {
 		out = append(out, w.String())
 	}
+	e.all = append(e.all, out...)
 	return out, err
 }
 
@@ -198,15 +201,28 @@ func TestReconcileNamesBeforeCreating(t *testing.T) {
 	}
 }
 
-// A cluster of the stored name that the RayService does not control is neither used nor counted as created.
+// A cluster of the stored name that the RayService does not control is neither used nor changed: the
+// RayService names another pending cluster, says why, and serves from its own.
 func TestReconcileRefusesSomeoneElsesCluster(t *testing.T) {
 	svc := service()
 	svc.Status.PendingServiceStatus.RayClusterName = "svc-taken"
 	foreign := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "svc-taken", Namespace: "ns"}}
 	e := newRenv(t, svc, foreign)
-	_, err := e.reconcile(svc)
-	if err == nil || !strings.Contains(err.Error(), "is not controlled by RayService ns/svc") {
-		t.Fatalf("error %v, want one naming the foreign cluster", err)
+	if writes, err := e.reconcile(svc); err != nil || !cmp.Equal(writes, []string{"status RayService/svc"}) {
+		t.Fatalf("first reconcile: %v, %v; want only the new name written", writes, err)
+	}
+	rec := e.r.Events.Recorder.(*record.FakeRecorder)
+	if ev := <-rec.Events; !strings.Contains(ev, shared.EventFailedToCreateRayCluster) || !strings.Contains(ev, "svc-taken exists and is not controlled by RayService ns/svc") {
+		t.Errorf("event %q, want one naming the foreign cluster", ev)
+	}
+	name := e.serveFromPending(svc)
+	if name == "svc-taken" {
+		t.Fatal("serving from the other's cluster")
+	}
+	for _, w := range e.all {
+		if strings.HasSuffix(w, "RayCluster/svc-taken") {
+			t.Errorf("kray wrote to the other's cluster: %s", w)
+		}
 	}
 }
 
