@@ -131,7 +131,7 @@ func interrupted(o Observed, d *Decision) bool {
 // reports whether the Job was asked for. Without the head pod (being replaced) it waits.
 func createSubmitter(o Observed, d *Decision, address string) bool {
 	if o.Head == nil {
-		d.wantRequeue(PollInterval) // head pods do not wake RayJobs
+		d.wantRequeue(PollInterval) // a new head pod wakes the RayJob; the poll is the fallback
 		return false
 	}
 	sub, err := SubmitterJob(jobWithStatus(o.Job, &d.Status), o.Cluster, address, HeadIncarnation(o.Cluster, o.Head), o.Options)
@@ -223,7 +223,13 @@ func running(o Observed, d *Decision) {
 		}
 		return
 	}
-	d.wantRequeue(pollAfter(o.DashboardFailures))
+	if submitterJobMode(job) && o.Submitter != nil && !submitterFinished(o.Submitter) {
+		// A running submitter's next pod would submit again on a new head: its head is checked at every
+		// poll (and on every head pod event), however long the dashboard fails.
+		d.wantRequeue(PollInterval)
+	} else {
+		d.wantRequeue(pollAfter(o.DashboardFailures))
+	}
 	if lost(o, d) {
 		return
 	}

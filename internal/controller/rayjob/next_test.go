@@ -628,6 +628,23 @@ func TestPollBacksOffWhileTheDashboardFails(t *testing.T) {
 	}
 }
 
+// A K8sJobMode attempt whose submitter still runs is polled at PollInterval however long the dashboard
+// fails: its next submitter pod could submit again on a new head, which the poll must see first.
+func TestNoBackoffWhileASubmitterRuns(t *testing.T) {
+	job := newJob(inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) { j.Status.JobStatus = rayv1.JobStatusRunning })
+	rc := ownedCluster(job, rayv1.Ready)
+	o := Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), Head: headPod(rc, "head-uid", 0),
+		JobInfoErr: errors.New("timeout"), DashboardFailures: 6, Now: t0}
+	o.Submitter = submitterJob(job, "", t0)
+	if d := Next(o); d.RequeueAfter != PollInterval || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Errorf("running submitter: %s requeue %s, want Running and %s", d.Status.JobDeploymentStatus, d.RequeueAfter, PollInterval)
+	}
+	o.Submitter = submitterJob(job, batchv1.JobComplete, t0)
+	if d := Next(o); d.RequeueAfter != pollAfter(6) {
+		t.Errorf("finished submitter: requeue %s, want the backoff %s", d.RequeueAfter, pollAfter(6))
+	}
+}
+
 // KubeRay's operator settings: DELETE_RAYJOB_CR_AFTER_JOB_FINISHES and the transition grace period.
 func TestOperatorSettings(t *testing.T) {
 	ended := newJob(inState(rayv1.JobDeploymentStatusComplete), func(j *rayv1.RayJob) {
