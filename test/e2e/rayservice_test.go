@@ -470,3 +470,40 @@ func TestRayServiceTwoOperatorInstances(t *testing.T) {
 	}
 	g.Expect(clusters.created()).To(ConsistOf(want), "one cluster per RayService and one per upgrade")
 }
+
+// A RayService taken over from KubeRay has head and serve Services without the ray.io/cluster label
+// (KubeRay's own labels only), which kray's cache never holds: its next upgrade still completes, moving
+// both Services to the new cluster (labelling them on the way) and promoting it.
+func TestRayServiceUpgradeOfAServiceKubeRayMade(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	svc := createService(t, kubeRayServiceSample(t, "ray-service.sample.yaml", ns))
+	old := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	for name, serveLabel := range map[string]string{svc.Name + "-head-svc": "", svc.Name + "-serve-svc": svc.Name + "-serve"} {
+		g.Eventually(func(g Gomega) {
+			s := serviceObj(g, ns, name)
+			s.Labels = map[string]string{constants.LabelOriginatedFromCRName: svc.Name, constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService}
+			if serveLabel != "" {
+				s.Labels[constants.LabelServe] = serveLabel
+			}
+			g.Expect(k8s.Update(context.Background(), s)).To(Succeed())
+		}, 10*time.Second, poll).Should(Succeed(), "Service %s as KubeRay labels it", name)
+	}
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	})
+	var next string
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		next = cur.Status.ActiveServiceStatus.RayClusterName
+		g.Expect(next).NotTo(Equal(old))
+		g.Expect(cur.Status.PendingServiceStatus.RayClusterName).To(BeEmpty(), "upgrade in progress")
+		g.Expect(serviceCondition(cur, rayv1.UpgradeInProgress).Status).To(Equal(metav1.ConditionFalse))
+	}, serviceTimeout, poll).Should(Succeed(), "the upgrade completes")
+	expectServesFrom(g, svc, svc.Name+"-serve-svc", next)
+	for _, name := range []string{svc.Name + "-head-svc", svc.Name + "-serve-svc"} {
+		g.Expect(serviceObj(g, ns, name).Labels).To(HaveKeyWithValue(constants.LabelCluster, next), "Service %s", name)
+	}
+}
+
