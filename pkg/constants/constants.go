@@ -200,6 +200,9 @@ const (
 	OriginatedFromRayJob = "RayJob"
 	// FinalizerRayJob holds a deleted RayJob until its Ray job was asked to stop.
 	FinalizerRayJob = "ray.io/rayjob-finalizer"
+	// FinalizerRayService is KubeRay v1.7's: it holds a deleted RayService until its RayClusters are gone.
+	// kray does not add it; it releases a RayService that carries it (one made by KubeRay v1.7).
+	FinalizerRayService = "ray.io/rayservice-finalizer"
 )
 
 // RayServiceControllerName is the RayService controller's name in events and metrics.

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -507,3 +508,21 @@ func TestRayServiceUpgradeOfAServiceKubeRayMade(t *testing.T) {
 	}
 }
 
+// A RayService that KubeRay v1.7 made carries ray.io/rayservice-finalizer: deleted under kray, its clusters
+// are deleted and then the RayService itself goes, instead of hanging on a finalizer nobody removes.
+func TestRayServiceWithKubeRaysFinalizerIsDeleted(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Finalizers = []string{constants.FinalizerRayService}
+	svc := createService(t, sample)
+	cluster := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	g.Expect(k8s.Delete(context.Background(), svc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(svc), &rayv1.RayService{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the RayService is still stored: %v", err)
+	}, serviceTimeout, poll).Should(Succeed())
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cluster}, &rayv1.RayCluster{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the RayService's cluster %s goes before it: %v", cluster, err)
+}

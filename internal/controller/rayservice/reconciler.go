@@ -74,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if svc.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil // its clusters and Services go with it (owner references)
+		return r.release(ctx, svc) // its clusters and Services go with it (owner references)
 	}
 	o, err := r.observe(ctx, svc)
 	if err != nil {
@@ -113,6 +113,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, actErr
 	}
 	return res, nil
+}
+
+// release lets a deleted RayService go that carries KubeRay v1.7's ray.io/rayservice-finalizer: its
+// clusters are deleted (by UID precondition) and, once none is left, the finalizer is removed, as KubeRay
+// does. A RayService without it goes with no write; the garbage collector deletes its clusters.
+func (r *Reconciler) release(ctx context.Context, svc *rayv1.RayService) (reconcile.Result, error) {
+	if !slices.Contains(svc.Finalizers, constants.FinalizerRayService) {
+		return reconcile.Result{}, nil
+	}
+	list := &rayv1.RayClusterList{}
+	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService, constants.LabelOriginatedFromCRName: svc.Name,
+	}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list the RayService's clusters: %w", err)
+	}
+	left := 0
+	for i := range list.Items {
+		rc := &list.Items[i]
+		if !shared.OwnedBy(rc, svc) {
+			continue
+		}
+		left++
+		if rc.DeletionTimestamp != nil {
+			continue
+		}
+		uid := rc.UID
+		if err := r.Writer.Delete(ctx, rc, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return reconcile.Result{}, fmt.Errorf("delete RayCluster %s of the deleted RayService: %w", rc.Name, err)
+		}
+	}
+	if left > 0 {
+		return reconcile.Result{RequeueAfter: PollInterval}, nil // the clusters' deletion events come first
+	}
+	return reconcile.Result{}, shared.RemoveFinalizer(ctx, r.Writer, svc, constants.FinalizerRayService)
 }
 
 // statusChanged reports whether next differs from stored in more than the clusters' status copies and

@@ -296,3 +296,37 @@ func TestReconcileUpgradeMovesServicesMadeByKubeRay(t *testing.T) {
 		t.Errorf("a promoted RayService still writes its Services: %v, %v", writes, err)
 	}
 }
+
+// A deleted RayService that carries KubeRay v1.7's ray.io/rayservice-finalizer is let go once its own
+// clusters are deleted; someone else's cluster is left alone, and one without the finalizer is not written.
+func TestReconcileReleasesKubeRaysFinalizer(t *testing.T) {
+	svc := service()
+	svc.Finalizers = []string{constants.FinalizerRayService}
+	svc.DeletionTimestamp = &metav1.Time{Time: t0}
+	own := Cluster(svc, "svc-own")
+	foreign := Cluster(svc, "svc-foreign")
+	foreign.OwnerReferences = nil
+	e := newRenv(t, svc, own, foreign)
+	writes, err := e.reconcile(svc)
+	if err != nil || !cmp.Equal(writes, []string{"delete RayCluster/svc-own"}) {
+		t.Fatalf("first reconcile: %v, %v; want the own cluster deleted and the finalizer kept", writes, err)
+	}
+	writes, err = e.reconcile(svc)
+	if err != nil || !cmp.Equal(writes, []string{"patch RayService/svc"}) {
+		t.Fatalf("once the cluster is gone: %v, %v; want the finalizer removed", writes, err)
+	}
+	if err := e.api.Get(context.Background(), client.ObjectKeyFromObject(svc), &rayv1.RayService{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the RayService is still stored: %v", err)
+	}
+	if err := e.api.Get(context.Background(), client.ObjectKeyFromObject(foreign), &rayv1.RayCluster{}); err != nil {
+		t.Errorf("someone else's cluster: %v, want it kept", err)
+	}
+
+	plain := service()
+	plain.Finalizers = []string{"example.com/other"}
+	plain.DeletionTimestamp = &metav1.Time{Time: t0}
+	e = newRenv(t, plain, Cluster(plain, "svc-own"))
+	if writes, err := e.reconcile(plain); err != nil || len(writes) != 0 {
+		t.Errorf("without KubeRay's finalizer: %v, %v; want no write", writes, err)
+	}
+}

@@ -5,12 +5,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
-// +kubebuilder:rbac:groups=ray.io,resources=rayservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ray.io,resources=rayservices,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=ray.io,resources=rayservices/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ray.io,resources=rayservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;patch;delete
@@ -19,7 +20,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
-// Why each verb: RayServices are read and their status written, never their spec or metadata;
+// Why each verb: RayServices are read and their status written, never their spec; a deleted one is patched
+// only to remove KubeRay v1.7's ray.io/rayservice-finalizer once its clusters are gone;
 // rayservices/finalizers lets the clusters and Services made for a RayService carry a blocking owner
 // reference to it. RayClusters are created for a RayService (each name stored in its status first), updated
 // in place when only worker groups were appended, patched only to set or clear kray's deletion deadline
@@ -36,9 +38,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rayservice").
 		For(&rayv1.RayService{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleting()))).
 		Owns(&rayv1.RayCluster{}).
 		Owns(&corev1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
+}
+
+// deleting passes the update that marks a RayService deleted, which a finalizer it carries must see.
+func deleting() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+	}}
 }
