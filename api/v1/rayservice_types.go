@@ -205,6 +205,7 @@ const (
 const (
 	RayServiceInitializing         RayServiceConditionReason = "Initializing"
 	RayServiceInitializingTimeout  RayServiceConditionReason = "InitializingTimeout"
+	RayServiceValidationFailed     RayServiceConditionReason = "ValidationFailed"
 	ZeroServeEndpoints             RayServiceConditionReason = "ZeroServeEndpoints"
 	NonZeroServeEndpoints          RayServiceConditionReason = "NonZeroServeEndpoints"
 	BothActivePendingClustersExist RayServiceConditionReason = "BothActivePendingClustersExist"

@@ -33,6 +33,7 @@ import (
 	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -225,6 +226,7 @@ func run(o options) error {
 		RayGCSAddress:       o.rayGCSAddress,
 		DisableRedisCleanup: !o.redisCleanup,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
+		Validation:          validation.ClusterOptions{Gates: o.gates},
 	}
 	setup := raycluster.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {
@@ -234,14 +236,15 @@ func run(o options) error {
 		return fmt.Errorf("set up controller: %w", err)
 	}
 	jobs := &rayjob.Reconciler{
-		Cache:            mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
-		Writer:           shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
-		Events:           shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayJobControllerName)},
-		Dashboards:       dashboard.HTTPDialer{HTTP: &http.Client{}},
-		DashboardAddress: o.rayDashboard,
-		Options:          r.Options,
-		DeletionPolicy:   o.gates.Enabled(features.RayJobDeletionPolicy),
+		Cache:             mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Writer:            shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+		Events:            shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayJobControllerName)},
+		Dashboards:        dashboard.HTTPDialer{HTTP: &http.Client{}},
+		DashboardAddress:  o.rayDashboard,
+		Options:           r.Options,
+		DeletionPolicy:    o.gates.Enabled(features.RayJobDeletionPolicy),
+		ClusterValidation: r.Validation,
 
 		DeleteRayJobOnShutdown: o.deleteJobs,
 		TransitionGracePeriod:  o.jobGrace,
@@ -260,6 +263,7 @@ func run(o options) error {
 		ServeProbeAddress: o.serveProbe,
 		Options:           r.Options,
 		ZeroDowntime:      o.zeroDowntime,
+		Validation:        validation.RayServiceOptions{IncrementalUpgrade: o.gates.Enabled(features.RayServiceIncrementalUpgrade), Cluster: r.Validation},
 	}
 	if err := services.SetupWithManager(mgr, o.serviceWorker); err != nil {
 		return fmt.Errorf("set up RayService controller: %w", err)
@@ -274,5 +278,8 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting kray-operator", "version", version, "namespaces", namespaces, "concurrency", o.concurrency, "rayjobConcurrency", o.jobWorkers)
+	for _, w := range features.Warnings(o.gates) {
+		ctrl.Log.Info("WARNING: " + w)
+	}
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

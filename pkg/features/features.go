@@ -17,19 +17,78 @@ import (
 const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 
 // RayMultiHostIndexing labels the workers of single-host groups with their replica index too (KubeRay's gate
-// of the same name, alpha and off by default in KubeRay v1.5.0, as here). Multi-host groups are labelled and
-// kept whole whatever the gate says.
+// of the same name). Multi-host groups are labelled and kept whole whatever the gate says. Off by default,
+// unlike KubeRay v1.6+: kray labels a pod after Kruise creates it, one more write per worker pod.
 const RayMultiHostIndexing featuregate.Feature = "RayMultiHostIndexing"
 
 // RayJobDeletionPolicy lets a RayJob's deletionStrategy (onSuccess/onFailure, deletionRules) run (KubeRay's
-// gate of the same name, alpha and off by default in KubeRay v1.5.0, as here); with it off such a RayJob is
+// gate of the same name, beta and on by default since KubeRay v1.6, as here); with it off such a RayJob is
 // refused with KubeRay's message.
 const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
 
+// The other gates of KubeRay v1.7, accepted by name with KubeRay's defaults so that KubeRay's operator
+// arguments start kray. RayClusterStatusConditions names a feature kray always has, and
+// GCSFaultToleranceEmbeddedStorage one kray serves whatever the gate says (KubeRay refuses the RocksDB
+// backend while it is off); the rest name features kray does not implement yet (see Warnings).
+const (
+	RayClusterStatusConditions       featuregate.Feature = "RayClusterStatusConditions"
+	RayServiceIncrementalUpgrade     featuregate.Feature = "RayServiceIncrementalUpgrade"
+	RayCronJob                       featuregate.Feature = "RayCronJob"
+	SidecarSubmitterRestart          featuregate.Feature = "SidecarSubmitterRestart"
+	RayClusterNetworkPolicy          featuregate.Feature = "RayClusterNetworkPolicy"
+	GCSFaultToleranceEmbeddedStorage featuregate.Feature = "GCSFaultToleranceEmbeddedStorage"
+	RayClusterMTLS                   featuregate.Feature = "RayClusterMTLS"
+	RayClusterHistoryServer          featuregate.Feature = "RayClusterHistoryServer"
+	KubernetesWAS                    featuregate.Feature = "KubernetesWAS"
+)
+
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
-	WorkerPodEventBatching: {Default: true, PreRelease: featuregate.Beta},
-	RayMultiHostIndexing:   {Default: false, PreRelease: featuregate.Alpha},
-	RayJobDeletionPolicy:   {Default: false, PreRelease: featuregate.Alpha},
+	WorkerPodEventBatching:           {Default: true, PreRelease: featuregate.Beta},
+	RayMultiHostIndexing:             {Default: false, PreRelease: featuregate.Beta},
+	RayJobDeletionPolicy:             {Default: true, PreRelease: featuregate.Beta},
+	RayClusterStatusConditions:       {Default: true, PreRelease: featuregate.Beta},
+	RayServiceIncrementalUpgrade:     {Default: true, PreRelease: featuregate.Beta},
+	RayCronJob:                       {Default: false, PreRelease: featuregate.Alpha},
+	SidecarSubmitterRestart:          {Default: false, PreRelease: featuregate.Alpha},
+	RayClusterNetworkPolicy:          {Default: false, PreRelease: featuregate.Alpha},
+	GCSFaultToleranceEmbeddedStorage: {Default: false, PreRelease: featuregate.Alpha},
+	RayClusterMTLS:                   {Default: false, PreRelease: featuregate.Alpha},
+	RayClusterHistoryServer:          {Default: false, PreRelease: featuregate.Alpha},
+	KubernetesWAS:                    {Default: false, PreRelease: featuregate.Alpha},
+}
+
+// notImplemented names, for each KubeRay gate whose feature kray does not have yet, what an object would
+// ask for: such an object is refused, whatever the gate says.
+var notImplemented = map[featuregate.Feature]string{
+	RayServiceIncrementalUpgrade: "the RayService upgrade type NewClusterWithIncrementalUpgrade",
+	RayCronJob:                   "the RayCronJob resource",
+	SidecarSubmitterRestart:      "restarting a SidecarMode submitter container",
+	RayClusterNetworkPolicy:      "spec.networkPolicy",
+	RayClusterMTLS:               "spec.tlsOptions",
+	RayClusterHistoryServer:      "spec.historyServerOptions",
+	KubernetesWAS:                "scheduling through the Kubernetes Workload API",
+}
+
+// NotImplemented reports whether gate names a feature kray does not have yet.
+func NotImplemented(gate featuregate.Feature) bool {
+	_, ok := notImplemented[gate]
+	return ok
+}
+
+// Warnings says, one line per gate in name order, where g asks for what kray does not do: a gate on whose
+// feature kray does not implement yet, and RayClusterStatusConditions off (kray always writes them).
+func Warnings(g featuregate.FeatureGate) []string {
+	var out []string
+	for gate, what := range notImplemented {
+		if g.Enabled(gate) {
+			out = append(out, fmt.Sprintf("feature gate %s is on, but kray does not implement %s yet: objects that ask for it are refused with a condition and a Warning event", gate, what))
+		}
+	}
+	if !g.Enabled(RayClusterStatusConditions) {
+		out = append(out, fmt.Sprintf("feature gate %s is off, but kray always writes RayCluster conditions", RayClusterStatusConditions))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // New returns a feature gate with kray's features at their defaults.

@@ -1,8 +1,11 @@
 package features
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/component-base/featuregate"
 )
 
 func TestFlag(t *testing.T) {
@@ -33,5 +36,40 @@ func TestFlag(t *testing.T) {
 		if got := g.Enabled(WorkerPodEventBatching); got != tc.want {
 			t.Errorf("Set(%q): WorkerPodEventBatching = %t, want %t", tc.in, got, tc.want)
 		}
+	}
+}
+
+// KubeRay v1.7's chart passes these gates by default; kray starts with them, with KubeRay's defaults for the
+// gates it has (RayMultiHostIndexing excepted, see its comment), and warns about the features it lacks.
+func TestKubeRayGates(t *testing.T) {
+	g := New()
+	for gate, want := range map[string]bool{
+		"RayClusterStatusConditions": true, "RayJobDeletionPolicy": true, "RayMultiHostIndexing": false,
+		"RayServiceIncrementalUpgrade": true, "RayCronJob": false, "RayClusterMTLS": false,
+		"RayClusterNetworkPolicy": false, "RayClusterHistoryServer": false, "SidecarSubmitterRestart": false,
+		"GCSFaultToleranceEmbeddedStorage": false, "KubernetesWAS": false,
+	} {
+		if got := g.Enabled(featuregate.Feature(gate)); got != want {
+			t.Errorf("default of %s = %t, want %t", gate, got, want)
+		}
+	}
+	chart := "RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayMultiHostIndexing=true,RayServiceIncrementalUpgrade=true," +
+		"RayCronJob=false,RayClusterMTLS=false,RayClusterNetworkPolicy=false,RayClusterHistoryServer=false"
+	if err := (Flag{g}).Set(chart); err != nil {
+		t.Fatalf("KubeRay v1.7 chart's gates: %v", err)
+	}
+	want := []string{"feature gate RayServiceIncrementalUpgrade is on, but kray does not implement the RayService upgrade type NewClusterWithIncrementalUpgrade yet: objects that ask for it are refused with a condition and a Warning event"}
+	if got := Warnings(g); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	if err := (Flag{g}).Set("RayServiceIncrementalUpgrade=false,RayClusterStatusConditions=false,RayCronJob=true"); err != nil {
+		t.Fatal(err)
+	}
+	got := Warnings(g)
+	if len(got) != 2 || !strings.Contains(got[0], "RayClusterStatusConditions is off, but kray always writes") || !strings.Contains(got[1], "RayCronJob is on") {
+		t.Errorf("warnings %q, want RayClusterStatusConditions off and RayCronJob on", got)
+	}
+	if !NotImplemented(RayCronJob) || NotImplemented(RayJobDeletionPolicy) {
+		t.Error("NotImplemented: RayCronJob should be, RayJobDeletionPolicy should not")
 	}
 }

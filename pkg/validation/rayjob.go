@@ -22,6 +22,8 @@ var ErrDeletionPolicyGate = errors.New("RayJobDeletionPolicy feature gate must b
 type RayJobOptions struct {
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
 	DeletionPolicy bool
+	// Cluster are the settings the cluster spec is checked with.
+	Cluster ClusterOptions
 }
 
 // RayJobMetadata checks the RayJob's name; its error is reported with the InvalidRayJobMetadata reason.
@@ -79,7 +81,7 @@ func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 	}
 	if s.RayClusterSpec != nil {
 		rc := &rayv1.RayCluster{ObjectMeta: job.ObjectMeta, Spec: *s.RayClusterSpec}
-		if err := Spec(rc); err != nil {
+		if err := SpecWith(rc, opts.Cluster); err != nil {
 			return fmt.Errorf("The RayJob spec is invalid: %w", err)
 		}
 	}

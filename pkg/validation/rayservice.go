@@ -6,8 +6,11 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/spec"
 )
 
@@ -16,8 +19,12 @@ const MaxRayServiceNameLength = MaxClusterNameLength - 6
 
 // RayServiceOptions are the operator settings that change what a RayService spec may hold.
 type RayServiceOptions struct {
-	// IncrementalUpgrade is the RayServiceIncrementalUpgrade feature gate.
+	// IncrementalUpgrade is the RayServiceIncrementalUpgrade feature gate: with it on, a
+	// NewClusterWithIncrementalUpgrade upgrade has its options checked as KubeRay does, then is refused
+	// (kray does not implement it yet); with it off the type acts as None, as in KubeRay.
 	IncrementalUpgrade bool
+	// Cluster are the settings the cluster spec is checked with.
+	Cluster ClusterOptions
 }
 
 // RayServiceMetadata checks the RayService's name and its ray.io/initializing-timeout annotation; its error
@@ -60,7 +67,7 @@ func InitializingTimeout(annotations map[string]string) (time.Duration, error) {
 func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 	s := &svc.Spec
 	rc := &rayv1.RayCluster{ObjectMeta: svc.ObjectMeta, Spec: s.RayClusterSpec}
-	if err := Spec(rc); err != nil {
+	if err := SpecWith(rc, opts.Cluster); err != nil {
 		return err
 	}
 	if head := s.RayClusterSpec.HeadGroupSpec.HeadService; head != nil && head.Name != "" {
@@ -76,6 +83,9 @@ func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 		if err := clusterUpgradeOptions(svc); err != nil {
 			return err
 		}
+		return fmt.Errorf("%w: use upgradeStrategy type %s, or turn the gate off to have %s act as %s, as KubeRay does with the gate off",
+			NotImplemented("Spec.UpgradeStrategy.Type "+string(rayv1.NewClusterWithIncrementalUpgrade), features.RayServiceIncrementalUpgrade),
+			rayv1.NewCluster, rayv1.NewClusterWithIncrementalUpgrade, rayv1.None)
 	}
 	if s.RayClusterSpec.UpgradeStrategy != nil {
 		return errors.New("spec.rayClusterConfig.upgradeStrategy is not supported: a RayService upgrades its clusters by spec.upgradeStrategy")
@@ -98,6 +108,9 @@ func clusterUpgradeOptions(svc *rayv1.RayService) error {
 	}
 	if o.StepSizePercent == nil || *o.StepSizePercent < 0 || *o.StepSizePercent > 100 {
 		return errors.New("stepSizePercent must be between 0 and 100")
+	}
+	if o.StepSizePercent != nil && *o.StepSizePercent > ptr.Deref(o.MaxSurgePercent, 100) {
+		return errors.New("stepSizePercent must be less than or equal to maxSurgePercent")
 	}
 	if o.IntervalSeconds == nil || *o.IntervalSeconds <= 0 {
 		return errors.New("intervalSeconds must be greater than 0")

@@ -112,7 +112,13 @@ func TestRayServiceSpec(t *testing.T) {
 			options(func(o *rayv1.ClusterUpgradeOptions) { o.IntervalSeconds = ptr.To[int32](0) }))}, true, "intervalSeconds must be greater than 0"},
 		{"incremental without a gateway class", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.NewClusterWithIncrementalUpgrade,
 			options(func(o *rayv1.ClusterUpgradeOptions) { o.GatewayClassName = "" }))}, true, "gatewayClassName is required for NewClusterWithIncrementalUpgrade"},
-		{"incremental, valid", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.NewClusterWithIncrementalUpgrade, options(nil))}, true, ""},
+		{"incremental step above surge", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.NewClusterWithIncrementalUpgrade,
+			options(func(o *rayv1.ClusterUpgradeOptions) {
+				o.MaxSurgePercent, o.StepSizePercent = ptr.To[int32](20), ptr.To[int32](30)
+			}))}, true,
+			"stepSizePercent must be less than or equal to maxSurgePercent"},
+		{"incremental, valid, gate on: refused, as kray does not implement it yet", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.NewClusterWithIncrementalUpgrade, options(nil))}, true,
+			"Spec.UpgradeStrategy.Type NewClusterWithIncrementalUpgrade is not implemented by kray yet (the RayServiceIncrementalUpgrade feature gate is on, but kray has no such feature): use upgradeStrategy type NewCluster, or turn the gate off to have NewClusterWithIncrementalUpgrade act as None, as KubeRay does with the gate off"},
 		{"a cluster upgradeStrategy", []func(*rayv1.RayService){func(s *rayv1.RayService) {
 			s.Spec.RayClusterSpec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
 		}}, false, "spec.rayClusterConfig.upgradeStrategy is not supported: a RayService upgrades its clusters by spec.upgradeStrategy"},

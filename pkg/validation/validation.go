@@ -1,6 +1,6 @@
 // Package validation checks RayClusters, RayJobs and RayServices for what their CRD schemas cannot express.
-// It is pure: it reads only the object (and, for a RayJob or RayService, the operator settings that change
-// what its spec may hold) and returns the first problem it finds, in KubeRay's check order and wording.
+// It is pure: it reads only the object (and the operator settings that change what its spec may hold) and
+// returns the first problem it finds, in KubeRay's check order and wording.
 package validation
 
 import (
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/component-base/featuregate"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
@@ -40,8 +41,25 @@ func nameRules(kind, name string, max int) error {
 	return nil
 }
 
-// Spec checks the spec; its error is reported with the InvalidRayClusterSpec reason.
-func Spec(rc *rayv1.RayCluster) error {
+// ClusterOptions are the operator settings that change how a RayCluster spec is refused.
+type ClusterOptions struct {
+	// Gates are the operator's feature gates; nil is each gate off. A spec asking for a feature kray does not
+	// implement yet is refused in KubeRay's words while its gate is off, and in kray's while it is on.
+	Gates featuregate.FeatureGate
+}
+
+// on reports whether gate is on in o.
+func (o ClusterOptions) on(gate featuregate.Feature) bool {
+	return o.Gates != nil && o.Gates.Enabled(gate)
+}
+
+// Spec checks the spec with every feature gate off; its error is reported with the InvalidRayClusterSpec
+// reason.
+func Spec(rc *rayv1.RayCluster) error { return SpecWith(rc, ClusterOptions{}) }
+
+// SpecWith checks the spec under the operator's settings opts; its error is reported with the
+// InvalidRayClusterSpec reason.
+func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	head := rc.Spec.HeadGroupSpec
 	if len(head.Template.Spec.Containers) == 0 {
 		return fmt.Errorf("headGroupSpec should have at least one container")
@@ -99,7 +117,7 @@ func Spec(rc *rayv1.RayCluster) error {
 	if err := krayAnnotations(rc); err != nil {
 		return err
 	}
-	return unsupportedRules(rc)
+	return unsupportedRules(rc, opts)
 }
 
 // krayAnnotations checks the values of kray's switch annotations on the RayCluster.

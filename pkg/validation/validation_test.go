@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/features"
 )
 
 func cluster(mutate ...func(*rayv1.RayCluster)) *rayv1.RayCluster {
@@ -154,6 +155,37 @@ func TestMetadata(t *testing.T) {
 		err := Metadata(&rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
 			t.Errorf("Metadata(%q) = %v, want %q", name, err, want)
+		}
+	}
+}
+
+// A feature kray does not implement yet is refused in KubeRay's words while its gate is off, and in kray's
+// while it is on: never accepted and ignored.
+func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
+	gates := features.New()
+	if err := (features.Flag{Gate: gates}).Set("RayClusterNetworkPolicy=true,RayClusterMTLS=true,RayClusterHistoryServer=true"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		rc      *rayv1.RayCluster
+		off, on string
+	}{
+		{"network policy", cluster(func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }),
+			"spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
+			"spec.networkPolicy is not implemented by kray yet (the RayClusterNetworkPolicy feature gate is on, but kray has no such feature)"},
+		{"mTLS", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{} }),
+			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
+			"spec.tlsOptions is not implemented by kray yet (the RayClusterMTLS feature gate is on, but kray has no such feature)"},
+		{"history server", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HistoryServerOptions = &rayv1.HistoryServerOptions{} }),
+			"RayClusterHistoryServer feature gate is not enabled",
+			"spec.historyServerOptions is not implemented by kray yet (the RayClusterHistoryServer feature gate is on, but kray has no such feature)"},
+	} {
+		if err := Spec(tc.rc); err == nil || err.Error() != tc.off {
+			t.Errorf("%s, gate off: %v, want %q", tc.name, err, tc.off)
+		}
+		if err := SpecWith(tc.rc, ClusterOptions{Gates: gates}); err == nil || err.Error() != tc.on {
+			t.Errorf("%s, gate on: %v, want %q", tc.name, err, tc.on)
 		}
 	}
 }

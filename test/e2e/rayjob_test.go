@@ -638,10 +638,16 @@ func splitYAML(data []byte) [][]byte {
 	return docs
 }
 
-// The RayJob features kray refuses (KubeRay's deletionStrategy sample while the RayJobDeletionPolicy gate is
-// off, its default) are admitted by the CRD, then reported as ValidationFailed with the reason and an
+// The RayJob features kray refuses (KubeRay's deletionStrategy sample with the RayJobDeletionPolicy gate
+// turned off) are admitted by the CRD, then reported as ValidationFailed with the reason and an
 // InvalidRayJobSpec event; nothing is created.
 func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
+	if !localCluster() {
+		t.Skip("restarts the operator with a feature gate through hack/operator.sh")
+	}
+	hack(t, "operator.sh", "stop")
+	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
+	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --feature-gates=RayJobDeletionPolicy=false"}, "operator.sh", "start")
 	for file, want := range map[string]string{
 		"ray-job.deletion-rules.yaml": "RayJobDeletionPolicy feature gate must be enabled to use DeletionStrategy",
 	} {
@@ -663,18 +669,12 @@ func TestRayJobRefusedFeaturesAreReported(t *testing.T) {
 	}
 }
 
-// With the RayJobDeletionPolicy gate on, deletionRules fire in order after the end: the workers go (their
-// groups suspended), then the cluster, then the RayJob itself.
+// With the RayJobDeletionPolicy gate on (its default, as in KubeRay v1.6+), deletionRules fire in order
+// after the end: the workers go (their groups suspended), then the cluster, then the RayJob itself.
 func TestRayJobDeletionRules(t *testing.T) {
 	needFakeDashboard(t)
-	if !localCluster() {
-		t.Skip("restarts the operator with a feature gate through hack/operator.sh")
-	}
 	g := NewWithT(t)
 	ns := namespace(t)
-	hack(t, "operator.sh", "stop")
-	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
-	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --feature-gates=RayJobDeletionPolicy=true"}, "operator.sh", "start")
 	job := createJob(t, rayJob(t, ns, "rules", rayv1.HTTPMode, func(j *rayv1.RayJob) {
 		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
 			{Policy: rayv1.DeleteWorkers, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 2}},

@@ -52,6 +52,8 @@ type Reconciler struct {
 	// ReplicaIndexing labels the workers of single-host groups with their replica index too (KubeRay's
 	// RayMultiHostIndexing); multi-host groups are always labelled and kept whole.
 	ReplicaIndexing bool
+	// Validation are the operator settings a spec is checked with (the feature gates).
+	Validation validation.ClusterOptions
 	// DisableRedisCleanup leaves Redis GCS fault tolerant clusters without the cleanup finalizer (KubeRay's
 	// ENABLE_GCS_FT_REDIS_CLEANUP=false).
 	DisableRedisCleanup bool
@@ -155,7 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata
 		s.warn(EventInvalidMetadata, "The RayCluster metadata is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
-	} else if err := errors.Join(extErr, validation.Spec(ext)); err != nil {
+	} else if err := errors.Join(extErr, validation.SpecWith(ext, r.Validation)); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidSpec
 		s.warn(EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, err)
 	}

@@ -71,6 +71,8 @@ type Observed struct {
 	Options builder.Options
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate: deletionStrategy is served only with it.
 	DeletionPolicy bool
+	// ClusterValidation are the operator settings the cluster spec is checked with (the feature gates).
+	ClusterValidation validation.ClusterOptions
 	// DeleteRayJobOnShutdown makes shutdownAfterJobFinishes delete the RayJob itself, not only its cluster
 	// (KubeRay's DELETE_RAYJOB_CR_AFTER_JOB_FINISHES).
 	DeleteRayJobOnShutdown bool
@@ -150,7 +152,7 @@ func Next(o Observed) Decision {
 	if o.Cluster != nil {
 		st.RayClusterStatus = *o.Cluster.Status.DeepCopy()
 	}
-	if reason, err := validate(job, validation.RayJobOptions{DeletionPolicy: o.DeletionPolicy}); err != nil {
+	if reason, err := validate(job, validation.RayJobOptions{DeletionPolicy: o.DeletionPolicy, Cluster: o.ClusterValidation}); err != nil {
 		if st.JobDeploymentStatus != rayv1.JobDeploymentStatusValidationFailed || st.Message != err.Error() {
 			d.Events = append(d.Events, shared.Warning(reason, fmt.Sprintf("%s/%s: %v", job.Namespace, job.Name, err)))
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/kray-project/kray/pkg/dashboard"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 // Reconciler reconciles RayJobs.
@@ -52,6 +53,8 @@ type Reconciler struct {
 	Options          builder.Options
 	// DeletionPolicy is the RayJobDeletionPolicy feature gate.
 	DeletionPolicy bool
+	// ClusterValidation are the operator settings a RayJob's cluster spec is checked with.
+	ClusterValidation validation.ClusterOptions
 	// DeleteRayJobOnShutdown and TransitionGracePeriod are KubeRay's DELETE_RAYJOB_CR_AFTER_JOB_FINISHES and
 	// RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS (see Observed).
 	DeleteRayJobOnShutdown bool
@@ -179,7 +182,7 @@ func observeMetrics(job *rayv1.RayJob, stored rayv1.RayJobStatus, now time.Time)
 // observe reads what Next decides from: the cluster, the submitter and, while the job runs, the dashboard.
 // A failed read of the dashboard is counted in o.DashboardFailures, and a successful one resets the count.
 func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed, err error) {
-	o = Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy,
+	o = Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy, ClusterValidation: r.ClusterValidation,
 		DeleteRayJobOnShutdown: r.DeleteRayJobOnShutdown, TransitionGracePeriod: r.TransitionGracePeriod}
 	defer func() {
 		failed := o.JobInfoErr != nil && !errors.Is(o.JobInfoErr, dashboard.ErrNotFound)

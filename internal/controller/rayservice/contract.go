@@ -9,6 +9,7 @@ import (
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 // Timing of the RayService controller.
@@ -57,6 +58,8 @@ type Observed struct {
 	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME: whether a RayService without an upgradeStrategy
 	// prepares a new cluster for a changed cluster spec.
 	ZeroDowntime bool
+	// Validation are the operator settings the spec is checked with.
+	Validation validation.RayServiceOptions
 }
 
 // ActionKind names a write Next asks for.
@@ -99,7 +102,8 @@ type Decision struct {
 	Actions      []Action
 	Events       []shared.Event
 	RequeueAfter time.Duration
-	// Invalid is set when the spec was refused: nothing is written, the status stays as it was.
+	// Invalid is set when the spec was refused: nothing is written but the status, whose Ready condition
+	// says why (ValidationFailed, as KubeRay v1.7).
 	Invalid bool
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -17,13 +18,15 @@ import (
 func Next(o Observed) Decision {
 	svc := o.Service
 	d := Decision{Status: *svc.Status.DeepCopy()}
-	if reason, err := validate(svc); err != nil {
+	if reason, err := validate(svc, o.Validation); err != nil {
 		d.Invalid = true
 		kind := "spec"
 		if reason == EventInvalidRayServiceMetadata {
 			kind = "metadata"
 		}
-		d.Events = append(d.Events, shared.Warning(reason, fmt.Sprintf("The RayService %s is invalid %s/%s: %v", kind, svc.Namespace, svc.Name, err)))
+		msg := fmt.Sprintf("The RayService %s is invalid %s/%s: %v", kind, svc.Namespace, svc.Name, err)
+		setCondition(&d.Status, svc, rayv1.RayServiceReady, metav1.ConditionFalse, rayv1.RayServiceValidationFailed, msg, o.Now)
+		d.Events = append(d.Events, shared.Warning(reason, msg))
 		return d
 	}
 	st := &d.Status
@@ -54,12 +57,12 @@ func Next(o Observed) Decision {
 	return d
 }
 
-// validate runs the metadata and spec checks, returning the event reason of the first failure.
-func validate(svc *rayv1.RayService) (string, error) {
+// validate runs the metadata and spec checks under opts, returning the event reason of the first failure.
+func validate(svc *rayv1.RayService, opts validation.RayServiceOptions) (string, error) {
 	if err := validation.RayServiceMetadata(svc); err != nil {
 		return EventInvalidRayServiceMetadata, err
 	}
-	if err := validation.RayServiceSpec(svc, validation.RayServiceOptions{}); err != nil {
+	if err := validation.RayServiceSpec(svc, opts); err != nil {
 		return EventInvalidRayServiceSpec, err
 	}
 	return "", nil

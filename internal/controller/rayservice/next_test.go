@@ -16,6 +16,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -435,6 +436,30 @@ func TestInvalidSpec(t *testing.T) {
 	if !d.Invalid || len(d.Actions) != 0 || len(d.Events) != 1 || d.Events[0].Reason != EventInvalidRayServiceSpec ||
 		d.Events[0].Message != "The RayService spec is invalid ns/svc: Spec.RayClusterDeletionDelaySeconds should be a non-negative integer, got -1" {
 		t.Errorf("decision %+v", d)
+	}
+	if c := condition(d.Status, rayv1.RayServiceReady); c.Status != metav1.ConditionFalse || c.Reason != string(rayv1.RayServiceValidationFailed) || c.Message != d.Events[0].Message {
+		t.Errorf("Ready %+v, want False/ValidationFailed with the event's message", c)
+	}
+}
+
+// With the RayServiceIncrementalUpgrade gate on (KubeRay v1.7's default), a RayService asking for an
+// incremental upgrade is refused, since kray does not implement it yet; with the gate off the type acts as
+// None, as in KubeRay.
+func TestIncrementalUpgradeGate(t *testing.T) {
+	incremental := func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
+		s.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.NewClusterWithIncrementalUpgrade),
+			ClusterUpgradeOptions: &rayv1.ClusterUpgradeOptions{StepSizePercent: ptr.To[int32](10), IntervalSeconds: ptr.To[int32](30), GatewayClassName: "istio"}}
+	}
+	w := newWorld(service(incremental))
+	o := w.observed()
+	o.Validation = validation.RayServiceOptions{IncrementalUpgrade: true}
+	d := Next(o)
+	if !d.Invalid || len(d.Actions) != 0 || !strings.Contains(condition(d.Status, rayv1.RayServiceReady).Message, "NewClusterWithIncrementalUpgrade is not implemented by kray yet") {
+		t.Fatalf("gate on: invalid %t, actions %v, Ready %+v", d.Invalid, kinds(d), condition(d.Status, rayv1.RayServiceReady))
+	}
+	if d := Next(w.observed()); d.Invalid || d.Status.PendingServiceStatus.RayClusterName == "" {
+		t.Fatalf("gate off: invalid %t, pending %q; want a first cluster named", d.Invalid, d.Status.PendingServiceStatus.RayClusterName)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/validation"
 )
 
 // Reconciler reconciles RayServices.
@@ -55,6 +56,8 @@ type Reconciler struct {
 	Options           builder.Options
 	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME (see Observed).
 	ZeroDowntime bool
+	// Validation are the operator settings a RayService spec is checked with (the feature gates).
+	Validation validation.RayServiceOptions
 	// Clock is the reconciler's time; nil is the wall clock.
 	Clock clock.PassiveClock
 	// Suffix defaults to a 5-character random string.
@@ -81,11 +84,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	d := Next(o)
-	if d.Invalid {
-		r.Events.Emit(svc, o.Now, d.Events...)
-		return reconcile.Result{}, nil
+	var events []shared.Event
+	var actErr error
+	if !d.Invalid {
+		events, actErr = r.act(ctx, svc, o, d.Actions)
 	}
-	events, actErr := r.act(ctx, svc, o, d.Actions)
 	if apierror.NamespaceGoing(actErr) {
 		return reconcile.Result{}, nil
 	}
@@ -165,7 +168,7 @@ func statusChanged(stored, next rayv1.RayServiceStatuses) bool {
 // observe reads what Next decides from: the RayService's clusters and their pods, its Services, the serving
 // cluster's Serve applications and the heads' Serve proxies.
 func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observed, error) {
-	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime,
+	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime, Validation: r.Validation,
 		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{}, ProxyErr: map[string]error{},
 		Applied: r.applied.get(client.ObjectKeyFromObject(svc))}
 	list := &rayv1.RayClusterList{}
