@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -66,6 +67,8 @@ type options struct {
 	headClusterIP bool
 	resync        time.Duration
 	gates         featuregate.MutableFeatureGate
+	// warnings are said at start: settings accepted from KubeRay that kray does not act on.
+	warnings []string
 }
 
 // KubeRay's operator environment variables for RayJobs, read as KubeRay reads them; a flag overrides each.
@@ -98,6 +101,8 @@ func envDefaults(getenv func(string) string) (deleteJobs bool, grace time.Durati
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (options, zap.Options, error) {
 	o := options{gates: features.New()}
 	deleteJobs, grace, envErr := envDefaults(getenv)
+	kenv, kenvErr := kubeRayEnvDefaults(getenv)
+	envErr = errors.Join(envErr, kenvErr)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address Go's /debug/pprof endpoints bind to, for profiling the operator; empty disables them")
@@ -110,20 +115,21 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
-	fs.StringVar(&o.clusterDomain, "cluster-domain", constants.DefaultClusterDomain, "cluster DNS domain used in the head Service FQDN")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", kenv.clusterDomain, "cluster DNS domain used in the head Service FQDN; default from "+envClusterDomain)
 	fs.StringVar(&o.rayGCSAddress, "ray-gcs-address", "", "host:port of the Ray GCS used to drain workers of every cluster, instead of each cluster's head Service; for an operator running outside the cluster network")
 	fs.StringVar(&o.rayDashboard, "ray-dashboard-address", "", "http://host:port of the Ray dashboard used for the Job and Serve API calls, instead of each cluster's head Service; {namespace} and {cluster} are replaced by the cluster's, so one address can tell clusters apart; for an operator running outside the cluster network")
 	fs.StringVar(&o.serveProbe, "ray-serve-probe-address", "", "http://host:port of the Serve proxy health check of RayService head pods ("+dashboard.ServeHealthPath+" is appended), instead of http://<pod IP>:<serve port>; {namespace} and {pod} are replaced by the pod's; for an operator running outside the cluster network")
 	fs.IntVar(&o.serviceWorker, "rayservice-max-concurrent-reconciles", 4, "RayServices reconciled in parallel, by workers of their own")
 	fs.BoolVar(&o.zeroDowntime, "enable-zero-downtime", zeroDowntimeDefault(getenv), "a RayService without an upgradeStrategy prepares a new cluster for a changed cluster spec and switches to it once it serves; false acts as upgradeStrategy None; default from "+constants.EnvEnableZeroDowntime)
-	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", true, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted (KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP)")
-	fs.BoolVar(&o.initInjection, "enable-init-container-injection", true, "add the wait-gcs-ready init container to worker pods (KubeRay's ENABLE_INIT_CONTAINER_INJECTION); it is left out under upgradeStrategy RollingUpdate anyway")
-	fs.BoolVar(&o.probes, "enable-probes-injection", true, "add liveness and readiness probes to Ray containers that have none (KubeRay's ENABLE_PROBES_INJECTION)")
-	fs.BoolVar(&o.loginShell, "enable-login-shell", false, "run the generated Ray command in a login shell, bash -lc (KubeRay's ENABLE_LOGIN_SHELL)")
-	fs.BoolVar(&o.headClusterIP, "enable-head-cluster-ip-service", false, "give the default head Service a cluster IP instead of making it headless (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE)")
-	fs.DurationVar(&o.resync, "raycluster-resync-period", 5*time.Minute, "how often a settled RayCluster is reconciled without any event (KubeRay's RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV)")
+	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", kenv.redisCleanup, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted; default from KubeRay's "+envGCSFTRedisCleanup)
+	fs.BoolVar(&o.initInjection, "enable-init-container-injection", kenv.initInjection, "add the wait-gcs-ready init container to worker pods (left out under upgradeStrategy RollingUpdate anyway); default from KubeRay's "+envInitContainerInjection)
+	fs.BoolVar(&o.probes, "enable-probes-injection", kenv.probes, "add liveness and readiness probes to Ray containers that have none; default from KubeRay's "+envProbesInjection)
+	fs.BoolVar(&o.loginShell, "enable-login-shell", kenv.loginShell, "run the generated Ray command in a login shell, bash -lc; default from KubeRay's "+envLoginShell)
+	fs.BoolVar(&o.headClusterIP, "enable-head-cluster-ip-service", kenv.headClusterIP, "give the default head Service a cluster IP instead of making it headless; default from KubeRay's "+envHeadClusterIPService)
+	fs.DurationVar(&o.resync, "raycluster-resync-period", kenv.resync, "how often a settled RayCluster is reconciled without any event; default from KubeRay's "+envRequeueSeconds+" (seconds), else 5m")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
+	kubeRay := bindKubeRayFlags(fs, &o)
 	zopts := zap.Options{}
 	zopts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +138,11 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	if envErr != nil {
 		return o, zopts, envErr
 	}
+	warnings, err := kubeRay.apply(fs, &o)
+	if err != nil {
+		return o, zopts, err
+	}
+	o.warnings = warnings
 	if o.resync < time.Second {
 		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
 	}
@@ -278,7 +289,7 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting kray-operator", "version", version, "namespaces", namespaces, "concurrency", o.concurrency, "rayjobConcurrency", o.jobWorkers)
-	for _, w := range features.Warnings(o.gates) {
+	for _, w := range append(o.warnings, features.Warnings(o.gates)...) {
 		ctrl.Log.Info("WARNING: " + w)
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

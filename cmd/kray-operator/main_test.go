@@ -65,3 +65,74 @@ func TestRayJobWorkersAreTheirOwn(t *testing.T) {
 		t.Errorf("RayCluster workers %d, RayJob workers %d; want 8 and 2", o.concurrency, o.jobWorkers)
 	}
 }
+
+// The arguments KubeRay v1.7's chart renders with its default values (templates/deployment.yaml and
+// _helpers.tpl's featureGates) start kray, each acting as its kray counterpart.
+func TestKubeRayChartArgumentsStartKray(t *testing.T) {
+	o, err := parse(t, nil,
+		"--log-stdout-encoder", "json", "--log-file-encoder", "json", "--enable-leader-election=true", "--enable-metrics=true",
+		"--reconcile-concurrency=1", "--qps=100", "--burst=200",
+		"--feature-gates=RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayMultiHostIndexing=true,RayServiceIncrementalUpgrade=true,RayCronJob=false,RayClusterMTLS=false,RayClusterNetworkPolicy=false,RayClusterHistoryServer=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.leaderElect || o.concurrency != 1 || o.qps != 100 || o.burst != 200 {
+		t.Errorf("leader election %t, concurrency %d, qps %v, burst %d; want true, 1, 100, 200", o.leaderElect, o.concurrency, o.qps, o.burst)
+	}
+	if !o.gates.Enabled("RayMultiHostIndexing") || !o.gates.Enabled("RayServiceIncrementalUpgrade") {
+		t.Error("the chart's gates were not applied")
+	}
+	if len(o.warnings) != 0 {
+		t.Errorf("warnings %q, want none for the chart's defaults", o.warnings)
+	}
+}
+
+// KubeRay's other flag names: --metrics-addr serves plain HTTP, --watch-namespace is --watch-namespaces,
+// kray's own flags win over KubeRay's, and what kray has no feature for stops it, naming the flag.
+func TestKubeRayFlagNames(t *testing.T) {
+	o, err := parse(t, nil, "--metrics-addr=:8080", "--watch-namespace=a,b", "--enable-metrics=false", "--forced-cluster-upgrade")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.metricsAddr != ":8080" || o.secureMetrics || o.namespaces != "a,b" || len(o.warnings) != 2 {
+		t.Errorf("metrics %s secure %t, namespaces %q, warnings %q", o.metricsAddr, o.secureMetrics, o.namespaces, o.warnings)
+	}
+	if o, err := parse(t, nil, "--enable-leader-election=true", "--leader-elect=false"); err != nil || o.leaderElect {
+		t.Errorf("--leader-elect=false after KubeRay's true: %t, %v; want kray's flag to win", o.leaderElect, err)
+	}
+	if o, err := parse(t, nil); err != nil || o.leaderElect || !o.secureMetrics || o.metricsAddr != ":8443" {
+		t.Errorf("kray's defaults: leader election %t, secure %t, metrics %s, %v", o.leaderElect, o.secureMetrics, o.metricsAddr, err)
+	}
+	for args, want := range map[string]string{
+		"--config=/etc/kuberay/config.yaml":                 "--config: KubeRay's Configuration file is not supported by kray yet",
+		"--batch-scheduler=volcano":                         "batch schedulers are not supported by kray yet",
+		"--enable-batch-scheduler":                          "batch schedulers are not supported by kray yet",
+		"--use-kubernetes-proxy":                            "--use-kubernetes-proxy",
+		"--log-file-path=/tmp/kuberay.log":                  "kray logs to stderr only",
+		"--log-stdout-encoder=xml":                          "--log-stdout-encoder",
+		"--metrics-addr=:8080 --metrics-bind-address=:9090": "both set",
+	} {
+		if _, err := parse(t, nil, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", args, err, want)
+		}
+	}
+}
+
+// KubeRay's operator environment variables set kray's flag defaults, read as KubeRay reads them; flags win.
+func TestKubeRayEnvironment(t *testing.T) {
+	o, err := parse(t, map[string]string{envClusterDomain: "corp.example", envInitContainerInjection: "FALSE", envProbesInjection: "no",
+		envLoginShell: "True", envHeadClusterIPService: "true", envGCSFTRedisCleanup: "false", envRequeueSeconds: "60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.clusterDomain != "corp.example" || o.initInjection || !o.probes || !o.loginShell || !o.headClusterIP || o.redisCleanup || o.resync != time.Minute {
+		t.Errorf("from KubeRay's env: %+v", o)
+	}
+	if o, err := parse(t, map[string]string{envClusterDomain: "corp.example", envRequeueSeconds: "soon"}, "--cluster-domain=other.example"); err != nil ||
+		o.clusterDomain != "other.example" || o.resync != 5*time.Minute {
+		t.Errorf("flag over env, a requeue that is not a number: %s, %s, %v", o.clusterDomain, o.resync, err)
+	}
+	if _, err := parse(t, map[string]string{envRequeueSeconds: "0"}); err == nil || !strings.Contains(err.Error(), envRequeueSeconds) {
+		t.Errorf("a requeue of 0: %v, want it refused", err)
+	}
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// KubeRay's operator environment variables that set kray's flag defaults, read as KubeRay v1.7 reads them.
+const (
+	envClusterDomain          = "CLUSTER_DOMAIN"
+	envInitContainerInjection = "ENABLE_INIT_CONTAINER_INJECTION"
+	envProbesInjection        = "ENABLE_PROBES_INJECTION"
+	envLoginShell             = "ENABLE_LOGIN_SHELL"
+	envHeadClusterIPService   = "ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE"
+	envGCSFTRedisCleanup      = "ENABLE_GCS_FT_REDIS_CLEANUP"
+	envRequeueSeconds         = "RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV"
+)
+
+// kubeRayEnv are the flag defaults KubeRay's environment variables give.
+type kubeRayEnv struct {
+	clusterDomain                                    string
+	initInjection, probes, loginShell, headClusterIP bool
+	redisCleanup                                     bool
+	resync                                           time.Duration
+}
+
+// kubeRayEnvDefaults reads KubeRay's environment: a switch on by default is off only when "false" and one
+// off by default on only when "true" (any case), as in KubeRay; an empty CLUSTER_DOMAIN is the default
+// domain; a requeue period that is not a number is the default 300 s, as in KubeRay, and one below 1 s is
+// refused (kray always resyncs).
+func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
+	e := kubeRayEnv{
+		clusterDomain: constants.DefaultClusterDomain,
+		initInjection: !strings.EqualFold(getenv(envInitContainerInjection), "false"),
+		probes:        !strings.EqualFold(getenv(envProbesInjection), "false"),
+		loginShell:    strings.EqualFold(getenv(envLoginShell), "true"),
+		headClusterIP: strings.EqualFold(getenv(envHeadClusterIPService), "true"),
+		redisCleanup:  !strings.EqualFold(getenv(envGCSFTRedisCleanup), "false"),
+		resync:        5 * time.Minute,
+	}
+	if d := getenv(envClusterDomain); d != "" {
+		e.clusterDomain = d
+	}
+	if n, err := strconv.Atoi(getenv(envRequeueSeconds)); err == nil {
+		if n < 1 {
+			return e, fmt.Errorf("%s must be at least 1 (seconds), got %d", envRequeueSeconds, n)
+		}
+		e.resync = time.Duration(n) * time.Second
+	}
+	return e, nil
+}
+
+// kubeRayFlags are KubeRay's operator flags (ray-operator/main.go) that have no flag of the same name in
+// kray, so that KubeRay's operator arguments start kray: each acts as its kray counterpart, or is refused at
+// start, naming it, where kray has no such feature.
+type kubeRayFlags struct {
+	metricsAddr      string
+	leaderElect      bool
+	enableMetrics    bool
+	logStdoutEncoder string
+	logFilePath      string
+	logFileEncoder   string
+	config           string
+	batchScheduler   string
+	enableBatch      bool
+	kubernetesProxy  bool
+	forcedUpgrade    bool
+}
+
+// bindKubeRayFlags registers KubeRay's flag names on fs: the aliases write o's fields directly (sharing
+// their defaults), the others are read by apply.
+func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
+	k := &kubeRayFlags{}
+	fs.IntVar(&o.concurrency, "reconcile-concurrency", o.concurrency, "KubeRay's name for --max-concurrent-reconciles")
+	fs.StringVar(&o.namespaces, "watch-namespace", o.namespaces, "KubeRay's name for --watch-namespaces")
+	fs.Float64Var(&o.qps, "qps", o.qps, "KubeRay's name for --kube-api-qps")
+	fs.IntVar(&o.burst, "burst", o.burst, "KubeRay's name for --kube-api-burst")
+	fs.StringVar(&k.metricsAddr, "metrics-addr", "", "KubeRay's metrics address: serves the metrics over plain HTTP there, as KubeRay does (replaces --metrics-bind-address and --metrics-secure)")
+	fs.BoolVar(&k.leaderElect, "enable-leader-election", false, "KubeRay's name for --leader-elect, honoured when given; kray elects no leader unless asked")
+	fs.BoolVar(&k.enableMetrics, "enable-metrics", true, "KubeRay's switch of its control-plane metrics; kray always emits KubeRay's series (--metrics-bind-address=0 turns the endpoint off)")
+	fs.StringVar(&k.logStdoutEncoder, "log-stdout-encoder", "", "KubeRay's name for --zap-encoder (json or console)")
+	fs.StringVar(&k.logFilePath, "log-file-path", "", "KubeRay's log file: not supported by kray (it logs to stderr)")
+	fs.StringVar(&k.logFileEncoder, "log-file-encoder", "", "KubeRay's log file encoder: not supported by kray (it logs to stderr)")
+	fs.StringVar(&k.config, "config", "", "KubeRay's Configuration file: not supported by kray yet")
+	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler: not supported by kray yet")
+	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated batch scheduler switch: not supported by kray yet")
+	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")
+	fs.BoolVar(&k.forcedUpgrade, "forced-cluster-upgrade", false, "deprecated in KubeRay, where it does nothing; accepted")
+	return k
+}
+
+// apply carries the KubeRay flags set on fs (parsed, with zap's flags bound) into o, returning the warnings
+// to log at start, or the error of a flag whose feature kray does not have.
+func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var warnings []string
+	var errs []error
+	if set["metrics-addr"] {
+		if set["metrics-bind-address"] {
+			errs = append(errs, errors.New("--metrics-addr (KubeRay's) and --metrics-bind-address both set: give one"))
+		}
+		o.metricsAddr, o.secureMetrics = k.metricsAddr, false
+	}
+	if set["enable-leader-election"] && !set["leader-elect"] {
+		o.leaderElect = k.leaderElect
+	}
+	if !k.enableMetrics {
+		warnings = append(warnings, "--enable-metrics=false: kray always emits KubeRay's metric series; --metrics-bind-address=0 turns the metrics endpoint off")
+	}
+	if set["log-stdout-encoder"] && !set["zap-encoder"] {
+		if err := fs.Set("zap-encoder", k.logStdoutEncoder); err != nil {
+			errs = append(errs, fmt.Errorf("--log-stdout-encoder: %w", err))
+		}
+	}
+	if k.forcedUpgrade {
+		warnings = append(warnings, "--forced-cluster-upgrade is deprecated in KubeRay and does nothing there or here")
+	}
+	for _, r := range []struct {
+		on   bool
+		flag string
+		why  string
+	}{
+		{k.config != "", "--config", "KubeRay's Configuration file is not supported by kray yet: pass its settings as flags"},
+		{k.batchScheduler != "" || k.enableBatch, "--batch-scheduler/--enable-batch-scheduler", "batch schedulers are not supported by kray yet"},
+		{k.kubernetesProxy, "--use-kubernetes-proxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address"},
+		{k.logFilePath != "", "--log-file-path", "kray logs to stderr only"},
+	} {
+		if r.on {
+			errs = append(errs, fmt.Errorf("%s: %s", r.flag, r.why))
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
