@@ -103,10 +103,7 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 	var warnings []string
 	var errs []error
 	if set["metrics-addr"] {
-		if set["metrics-bind-address"] {
-			errs = append(errs, errors.New("--metrics-addr (KubeRay's) and --metrics-bind-address both set: give one"))
-		}
-		o.metricsAddr, o.secureMetrics = k.metricsAddr, false
+		o.metricsAddr, o.secureMetrics = k.metricsAddr, false // KubeRay's endpoint, as its chart probes it
 	}
 	if set["enable-leader-election"] && !set["leader-elect"] {
 		o.leaderElect = k.leaderElect

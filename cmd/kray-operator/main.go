@@ -282,6 +282,9 @@ func run(o options) error {
 	if err := metrics.RegisterRayServices(mgr.GetClient()); err != nil {
 		return fmt.Errorf("register RayService metrics: %w", err)
 	}
+	if err := metrics.RegisterRayClusters(mgr.GetClient()); err != nil {
+		return fmt.Errorf("register RayCluster metrics: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

@@ -97,6 +97,9 @@ func TestKubeRayFlagNames(t *testing.T) {
 	if o.metricsAddr != ":8080" || o.secureMetrics || o.namespaces != "a,b" || len(o.warnings) != 2 {
 		t.Errorf("metrics %s secure %t, namespaces %q, warnings %q", o.metricsAddr, o.secureMetrics, o.namespaces, o.warnings)
 	}
+	if o, err := parse(t, nil, "--metrics-bind-address=0", "--metrics-addr=:8080"); err != nil || o.metricsAddr != ":8080" || o.secureMetrics {
+		t.Errorf("--metrics-addr beside --metrics-bind-address: %s secure %t, %v; want KubeRay's plain endpoint", o.metricsAddr, o.secureMetrics, err)
+	}
 	if o, err := parse(t, nil, "--enable-leader-election=true", "--leader-elect=false"); err != nil || o.leaderElect {
 		t.Errorf("--leader-elect=false after KubeRay's true: %t, %v; want kray's flag to win", o.leaderElect, err)
 	}
@@ -104,13 +107,12 @@ func TestKubeRayFlagNames(t *testing.T) {
 		t.Errorf("kray's defaults: leader election %t, secure %t, metrics %s, %v", o.leaderElect, o.secureMetrics, o.metricsAddr, err)
 	}
 	for args, want := range map[string]string{
-		"--config=/etc/kuberay/config.yaml":                 "--config: KubeRay's Configuration file is not supported by kray yet",
-		"--batch-scheduler=volcano":                         "batch schedulers are not supported by kray yet",
-		"--enable-batch-scheduler":                          "batch schedulers are not supported by kray yet",
-		"--use-kubernetes-proxy":                            "--use-kubernetes-proxy",
-		"--log-file-path=/tmp/kuberay.log":                  "kray logs to stderr only",
-		"--log-stdout-encoder=xml":                          "--log-stdout-encoder",
-		"--metrics-addr=:8080 --metrics-bind-address=:9090": "both set",
+		"--config=/etc/kuberay/config.yaml": "--config: KubeRay's Configuration file is not supported by kray yet",
+		"--batch-scheduler=volcano":         "batch schedulers are not supported by kray yet",
+		"--enable-batch-scheduler":          "batch schedulers are not supported by kray yet",
+		"--use-kubernetes-proxy":            "--use-kubernetes-proxy",
+		"--log-file-path=/tmp/kuberay.log":  "kray logs to stderr only",
+		"--log-stdout-encoder=xml":          "--log-stdout-encoder",
 	} {
 		if _, err := parse(t, nil, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error containing %q", args, err, want)

@@ -82,6 +82,7 @@ func Forget(namespace, name string) {
 		clusterInfo.DeleteLabelValues(namespace, name, old.(string))
 	}
 	clusterPods.DeleteLabelValues(namespace, name)
+	kubeRayProvisionedDuration.DeletePartialMatch(prometheus.Labels{"name": name, "namespace": namespace})
 }
 
 // Outcomes of ObserveDrainRelease.

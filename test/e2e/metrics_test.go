@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
 // The metrics endpoint requires authentication and authorization by default: no token is 401, a token
@@ -75,5 +78,35 @@ func TestMetricsRequireAuthentication(t *testing.T) {
 		code, body := scrape(g, token("scraper"))
 		g.Expect(code).To(Equal(http.StatusOK))
 		g.Expect(strings.Contains(body, "controller_runtime_reconcile_total")).To(BeTrue())
+	}, readyTimeout, poll).Should(Succeed())
+}
+
+// KubeRay's --metrics-addr serves the metrics over plain HTTP, as KubeRay's chart probes them, and KubeRay's
+// RayCluster series are there for a provisioned RayCluster (info with owner_kind, the provisioned condition).
+func TestKubeRayMetricsOverPlainHTTP(t *testing.T) {
+	if !localCluster() {
+		t.Skip("runs its own operator replica with hack/operator.sh")
+	}
+	g := NewWithT(t)
+	ns := namespace(t)
+	replica := []string{"KRAY_OPERATOR_INSTANCE=kuberay-metrics", "KRAY_OPERATOR_PROBE_PORT=28094",
+		"KRAY_OPERATOR_ARGS=--metrics-addr=127.0.0.1:28080 --enable-metrics=true --watch-namespace=" + ns}
+	hackEnv(t, replica, "operator.sh", "start")
+	t.Cleanup(func() { hackEnv(t, replica, "operator.sh", "stop") })
+	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
+	g.Eventually(func(g Gomega) {
+		g.Expect(condition(get(g, rc), string(rayv1.RayClusterProvisioned))).NotTo(BeNil())
+		g.Expect(condition(get(g, rc), string(rayv1.RayClusterProvisioned)).Status).To(Equal(metav1.ConditionTrue))
+	}, readyTimeout, poll).Should(Succeed())
+	uid := string(get(g, rc).UID)
+	client := &http.Client{Timeout: 5 * time.Second}
+	g.Eventually(func(g Gomega) {
+		resp, err := client.Get("http://127.0.0.1:28080/metrics")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(string(body)).To(ContainSubstring(fmt.Sprintf(`kuberay_cluster_info{name=%q,namespace=%q,owner_kind="None",uid=%q} 1`, rc.Name, ns, uid)))
+		g.Expect(string(body)).To(ContainSubstring(fmt.Sprintf(`kuberay_cluster_condition_provisioned{condition="true",name=%q,namespace=%q,uid=%q} 1`, rc.Name, ns, uid)))
 	}, readyTimeout, poll).Should(Succeed())
 }

@@ -87,6 +87,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	}
 	r.progress.forget(key)
 	transitions(s, rc.Status, updated)
+	metrics.ObserveProvisioned(rc, rc.Status, updated, obs.Now.Time)
 	if updated.State == rayv1.Ready && rc.Status.StateTransitionTimes[rayv1.Ready] == nil {
 		metrics.ObserveFirstReady(obs.Now.Sub(rc.CreationTimestamp.Time))
 	}
