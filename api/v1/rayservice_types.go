@@ -113,6 +113,12 @@ type RayServiceSpec struct {
 	// "false".
 	// +optional
 	ExcludeHeadPodFromServeSvc bool `json:"excludeHeadPodFromServeSvc,omitempty"`
+	// ManagedBy names the controller that reconciles this RayService (KubeRay v1.7); unset means the
+	// KubeRay-compatible operator, and kray leaves any other (MultiKueue) alone. It is immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the managedBy field is immutable"
+	// +kubebuilder:validation:XValidation:rule="self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']",message="the managedBy field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'"
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
 }
 
 // RayServiceStatuses is the observed state of a RayService: its serving and upcoming clusters, its

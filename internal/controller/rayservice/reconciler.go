@@ -76,6 +76,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if m := svc.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
+		return reconcile.Result{}, nil // another controller's (MultiKueue dispatches it to a worker cluster)
+	}
 	if svc.DeletionTimestamp != nil {
 		return r.release(ctx, svc) // its clusters and Services go with it (owner references)
 	}

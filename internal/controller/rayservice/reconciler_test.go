@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -328,5 +329,22 @@ func TestReconcileReleasesKubeRaysFinalizer(t *testing.T) {
 	e = newRenv(t, plain, Cluster(plain, "svc-own"))
 	if writes, err := e.reconcile(plain); err != nil || len(writes) != 0 {
 		t.Errorf("without KubeRay's finalizer: %v, %v; want no write", writes, err)
+	}
+}
+
+// A RayService that MultiKueue manages is another controller's: kray writes nothing for it.
+func TestReconcileLeavesAnotherControllersRayService(t *testing.T) {
+	svc := service()
+	svc.Spec.ManagedBy = ptr.To(rayv1.MultiKueueManagedBy)
+	e := newRenv(t, svc)
+	for range 3 {
+		if writes, err := e.reconcile(svc); err != nil || len(writes) != 0 {
+			t.Fatalf("writes %v, %v; want none", writes, err)
+		}
+	}
+	svc.Spec.ManagedBy = ptr.To(rayv1.KubeRayOperatorManagedBy)
+	e = newRenv(t, svc)
+	if writes, err := e.reconcile(svc); err != nil || len(writes) == 0 {
+		t.Fatalf("managed by the KubeRay operator: writes %v, %v; want the first cluster named (positive control)", writes, err)
 	}
 }
