@@ -65,6 +65,7 @@ type JobFailedReason string
 const (
 	SubmissionFailed                                 JobFailedReason = "SubmissionFailed"
 	DeadlineExceeded                                 JobFailedReason = "DeadlineExceeded"
+	PreRunningDeadlineExceeded                       JobFailedReason = "PreRunningDeadlineExceeded"
 	AppFailed                                        JobFailedReason = "AppFailed"
 	JobDeploymentStatusTransitionGracePeriodExceeded JobFailedReason = "JobDeploymentStatusTransitionGracePeriodExceeded"
 	ValidationFailed                                 JobFailedReason = "ValidationFailed"
@@ -172,6 +173,12 @@ type RayJobSpec struct {
 	// DeadlineExceeded.
 	// +optional
 	ActiveDeadlineSeconds *int32 `json:"activeDeadlineSeconds,omitempty"`
+	// PreRunningDeadlineSeconds bounds, from the attempt's start, how long it may take to reach Running
+	// (stay Initializing or Waiting) before it fails with PreRunningDeadlineExceeded (KubeRay v1.7);
+	// backoffLimit decides on a new attempt.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	PreRunningDeadlineSeconds *int32 `json:"preRunningDeadlineSeconds,omitempty"`
 	// BackoffLimit is how many times a failed RayJob is retried, each retry on a new RayCluster.
 	// +kubebuilder:default:=0
 	// +optional

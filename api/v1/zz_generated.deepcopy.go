@@ -843,6 +843,11 @@ func (in *RayJobSpec) DeepCopyInto(out *RayJobSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.PreRunningDeadlineSeconds != nil {
+		in, out := &in.PreRunningDeadlineSeconds, &out.PreRunningDeadlineSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.BackoffLimit != nil {
 		in, out := &in.BackoffLimit, &out.BackoffLimit
 		*out = new(int32)

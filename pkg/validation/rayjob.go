@@ -94,6 +94,9 @@ func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 	if s.ActiveDeadlineSeconds != nil && *s.ActiveDeadlineSeconds <= 0 {
 		return errors.New("The RayJob spec is invalid: activeDeadlineSeconds must be a positive integer")
 	}
+	if d := s.PreRunningDeadlineSeconds; d != nil && *d <= 0 {
+		return errors.New("The RayJob spec is invalid: preRunningDeadlineSeconds must be a positive integer")
+	}
 	if s.BackoffLimit != nil && *s.BackoffLimit < 0 {
 		return errors.New("The RayJob spec is invalid: backoffLimit must be a positive integer")
 	}

@@ -150,6 +150,8 @@ func TestRayJobSpec(t *testing.T) {
 			"The RayJob spec is invalid: entrypointResources must be a JSON object of resource quantities: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]float32"},
 		{"zero deadline", func(j *rayv1.RayJob) { j.Spec.ActiveDeadlineSeconds = ptr.To[int32](0) },
 			"The RayJob spec is invalid: activeDeadlineSeconds must be a positive integer"},
+		{"zero pre-running deadline", func(j *rayv1.RayJob) { j.Spec.PreRunningDeadlineSeconds = ptr.To[int32](0) },
+			"The RayJob spec is invalid: preRunningDeadlineSeconds must be a positive integer"},
 		{"negative backoff", func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](-1) },
 			"The RayJob spec is invalid: backoffLimit must be a positive integer"},
 		{"submitter template without a container", func(j *rayv1.RayJob) { j.Spec.SubmitterPodTemplate = &corev1.PodTemplateSpec{} },

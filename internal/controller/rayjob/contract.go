@@ -172,6 +172,9 @@ func Next(o Observed) Decision {
 	case rayv1.JobDeploymentStatusInitializing:
 		initializing(o, &d)
 	case rayv1.JobDeploymentStatusWaiting:
+		if preRunningDeadlineExceeded(o, &d) {
+			break
+		}
 		if job.Spec.JobId != "" {
 			st.JobId = job.Spec.JobId
 			st.JobDeploymentStatus = rayv1.JobDeploymentStatusRunning

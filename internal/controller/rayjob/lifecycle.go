@@ -59,7 +59,7 @@ func ownCluster(job *rayv1.RayJob, rc *rayv1.RayCluster) bool { return ownedBy(r
 // initializing creates the cluster, waits until it is ready, then starts the submission.
 func initializing(o Observed, d *Decision) {
 	job, st := o.Job, &d.Status
-	if interrupted(o, d) {
+	if interrupted(o, d) || preRunningDeadlineExceeded(o, d) {
 		return
 	}
 	if !clusterPresent(o, d) {
@@ -185,6 +185,24 @@ func deadlineExceeded(o Observed, d *Decision) bool {
 	}
 	failJob(d, rayv1.DeadlineExceeded, fmt.Sprintf("The RayJob has passed the activeDeadlineSeconds. StartTime: %v. ActiveDeadlineSeconds: %d",
 		st.StartTime, *job.Spec.ActiveDeadlineSeconds))
+	return true
+}
+
+// preRunningDeadlineExceeded fails an attempt that has not reached Running preRunningDeadlineSeconds after
+// its start (KubeRay v1.7's rule, for Initializing and Waiting), and otherwise asks to be woken at the
+// deadline.
+func preRunningDeadlineExceeded(o Observed, d *Decision) bool {
+	job, st := o.Job, &d.Status
+	if job.Spec.PreRunningDeadlineSeconds == nil || st.StartTime == nil {
+		return false
+	}
+	deadline := st.StartTime.Add(time.Duration(*job.Spec.PreRunningDeadlineSeconds) * time.Second)
+	if o.Now.Before(deadline) {
+		d.wantRequeue(deadline.Sub(o.Now))
+		return false
+	}
+	failJob(d, rayv1.PreRunningDeadlineExceeded, fmt.Sprintf("The RayJob has passed the preRunningDeadlineSeconds. StartTime: %v. PreRunningDeadlineSeconds: %d",
+		st.StartTime, *job.Spec.PreRunningDeadlineSeconds))
 	return true
 }
 

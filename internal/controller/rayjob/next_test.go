@@ -783,3 +783,42 @@ func TestLegacyDeletionPolicy(t *testing.T) {
 		t.Errorf("job failed while RUNNING: %v", kinds(d.Actions))
 	}
 }
+
+// preRunningDeadlineSeconds (KubeRay v1.7) fails an attempt still Initializing or Waiting at the deadline
+// with PreRunningDeadlineExceeded; before it the RayJob asks to be woken at the deadline; backoffLimit
+// decides on a new attempt; a Running job is not held to it.
+func TestPreRunningDeadline(t *testing.T) {
+	deadline := func(j *rayv1.RayJob) { j.Spec.PreRunningDeadlineSeconds = ptr.To[int32](60) }
+	for _, tt := range []struct {
+		name  string
+		job   *rayv1.RayJob
+		retry bool
+	}{
+		{"Initializing", newJob(deadline, inState(rayv1.JobDeploymentStatusInitializing)), false},
+		{"Waiting", newJob(deadline, mode(rayv1.InteractiveMode), inState(rayv1.JobDeploymentStatusWaiting)), false},
+		{"Initializing with a retry left", newJob(deadline, inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) { j.Spec.BackoffLimit = ptr.To[int32](1) }), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := ownedCluster(tt.job, rayv1.Ready)
+			rc.Status.State = ""
+			if d := Next(Observed{Job: tt.job, Cluster: rc, Now: t0.Add(59 * time.Second)}); d.Status.JobDeploymentStatus != tt.job.Status.JobDeploymentStatus || d.RequeueAfter != time.Second {
+				t.Errorf("before the deadline: %s, requeue %s; want unchanged and woken in 1s", d.Status.JobDeploymentStatus, d.RequeueAfter)
+			}
+			d := Next(Observed{Job: tt.job, Cluster: rc, Now: t0.Add(60 * time.Second)})
+			want := rayv1.JobDeploymentStatusFailed
+			if tt.retry {
+				want = rayv1.JobDeploymentStatusRetrying
+			}
+			if d.Status.JobDeploymentStatus != want || d.Status.Reason != rayv1.PreRunningDeadlineExceeded ||
+				!strings.Contains(d.Status.Message, "has passed the preRunningDeadlineSeconds") {
+				t.Errorf("at the deadline: %s %s %q; want %s PreRunningDeadlineExceeded", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message, want)
+			}
+		})
+	}
+	running := newJob(deadline, mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) { j.Status.JobStatus = rayv1.JobStatusRunning })
+	rc := ownedCluster(running, rayv1.Ready)
+	d := Next(Observed{Job: running, Cluster: rc, HeadService: HeadService(running, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, Now: t0.Add(time.Hour)})
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Errorf("a Running job an hour in: %s %s, want it not held to the pre-running deadline", d.Status.JobDeploymentStatus, d.Status.Reason)
+	}
+}
