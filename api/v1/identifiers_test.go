@@ -20,6 +20,8 @@ var goDeviations = map[string]string{
 	// KubeRay made it optional after v1.5.0, when the rocksdb backend arrived; a required field would force
 	// rocksdb users to send an empty Redis address.
 	"GcsFaultToleranceOptions.RedisAddress": "string json:redisAddress,omitempty",
+	// KubeRay v1.7 made it optional, beside the new jobDeploymentStatus (exactly one of them is set).
+	"DeletionCondition.JobStatus": "*JobStatus json:jobStatus,omitempty",
 }
 
 // TestGoIdentifiersMatchKubeRay checks that every exported type, struct field (with its Go type and JSON tag),

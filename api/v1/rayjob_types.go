@@ -120,9 +120,17 @@ type DeletionRule struct {
 
 // DeletionCondition holds TTLSeconds after the Ray job reached JobStatus.
 type DeletionCondition struct {
-	// JobStatus is the terminal Ray job status the rule waits for.
+	// JobStatus is the terminal Ray job status the rule waits for; exactly one of it and
+	// JobDeploymentStatus is set.
 	// +kubebuilder:validation:Enum=SUCCEEDED;FAILED
-	JobStatus JobStatus `json:"jobStatus"`
+	// +optional
+	JobStatus *JobStatus `json:"jobStatus,omitempty"`
+
+	// JobDeploymentStatus is the terminal RayJob deployment status the rule waits for (KubeRay v1.7); only
+	// Failed is supported.
+	// +kubebuilder:validation:Enum=Failed
+	// +optional
+	JobDeploymentStatus *JobDeploymentStatus `json:"jobDeploymentStatus,omitempty"`
 
 	// TTLSeconds is how long after the RayJob ended the rule waits.
 	// +kubebuilder:default=0

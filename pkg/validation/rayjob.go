@@ -209,13 +209,22 @@ func legacyDeletionPolicies(job *rayv1.RayJob) error {
 // deletionOrder is the order in which one job status's rules must fire: their TTLs may not decrease along it.
 var deletionOrder = []rayv1.DeletionPolicyType{rayv1.DeleteWorkers, rayv1.DeleteCluster, rayv1.DeleteSelf}
 
-// deletionRules checks every rule and reports all problems at once.
+// deletionRules checks every rule and reports all problems at once. Rules are grouped by the status they
+// wait for: a Ray job status ("JobStatus") or, in KubeRay v1.7, a deployment status ("JobDeploymentStatus").
 func deletionRules(job *rayv1.RayJob) error {
+	type key struct{ kind, status string }
 	var errs []error
-	ttls := map[rayv1.JobStatus]map[rayv1.DeletionPolicyType]int32{}
-	var statuses []rayv1.JobStatus
+	ttls := map[key]map[rayv1.DeletionPolicyType]int32{}
+	var statuses []key
 	for i, rule := range job.Spec.DeletionStrategy.DeletionRules {
+		c := rule.Condition
 		switch {
+		case c.JobStatus != nil && c.JobDeploymentStatus != nil:
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: cannot set both JobStatus and JobDeploymentStatus at the same time", i))
+			continue
+		case c.JobStatus == nil && c.JobDeploymentStatus == nil:
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: exactly one of JobStatus and JobDeploymentStatus must be set", i))
+			continue
 		case rule.Condition.TTLSeconds < 0:
 			errs = append(errs, fmt.Errorf("deletionRules[%d]: TTLSeconds must be non-negative", i))
 			continue
@@ -226,14 +235,20 @@ func deletionRules(job *rayv1.RayJob) error {
 			errs = append(errs, fmt.Errorf("deletionRules[%d]: DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled", i))
 			continue
 		}
-		byPolicy, ok := ttls[rule.Condition.JobStatus]
+		k := key{"JobDeploymentStatus", ""}
+		if c.JobStatus != nil {
+			k = key{"JobStatus", string(*c.JobStatus)}
+		} else {
+			k.status = string(*c.JobDeploymentStatus)
+		}
+		byPolicy, ok := ttls[k]
 		if !ok {
 			byPolicy = map[rayv1.DeletionPolicyType]int32{}
-			ttls[rule.Condition.JobStatus] = byPolicy
-			statuses = append(statuses, rule.Condition.JobStatus)
+			ttls[k] = byPolicy
+			statuses = append(statuses, k)
 		}
 		if _, dup := byPolicy[rule.Policy]; dup {
-			errs = append(errs, fmt.Errorf("deletionRules[%d]: duplicate rule for DeletionPolicyType '%s' and JobStatus '%s'", i, rule.Policy, rule.Condition.JobStatus))
+			errs = append(errs, fmt.Errorf("deletionRules[%d]: duplicate rule for DeletionPolicyType '%s' and %s '%s'", i, rule.Policy, k.kind, k.status))
 			continue
 		}
 		byPolicy[rule.Policy] = rule.Condition.TTLSeconds
@@ -246,7 +261,7 @@ func deletionRules(job *rayv1.RayJob) error {
 				continue
 			}
 			if prev != "" && ttl < ttls[status][prev] {
-				errs = append(errs, fmt.Errorf("for JobStatus '%s': %s TTL (%d) must be >= %s TTL (%d)", status, policy, ttl, prev, ttls[status][prev]))
+				errs = append(errs, fmt.Errorf("for %s '%s': %s TTL (%d) must be >= %s TTL (%d)", status.kind, status.status, policy, ttl, prev, ttls[status][prev]))
 			}
 			prev = policy
 		}

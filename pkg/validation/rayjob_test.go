@@ -97,6 +97,23 @@ func TestRayJobSpec(t *testing.T) {
 			"deletionRules[3]: DeletionPolicyType 'DeleteWorkers' not supported with autoscaling enabled\n" +
 			"deletionRules[4]: TTLSeconds must be non-negative\n" +
 			"for JobStatus 'SUCCEEDED': DeleteSelf TTL (30) must be >= DeleteCluster TTL (60)"},
+		{"rules on the deployment status (KubeRay v1.7), every problem at once", func(j *rayv1.RayJob) {
+			failed := rayv1.JobDeploymentStatusFailed
+			both := rule(rayv1.DeleteCluster, rayv1.JobStatusFailed, 0)
+			both.Condition.JobDeploymentStatus = &failed
+			neither := rule(rayv1.DeleteCluster, rayv1.JobStatusFailed, 0)
+			neither.Condition.JobStatus = nil
+			onFailed := func(p rayv1.DeletionPolicyType, ttl int32) rayv1.DeletionRule {
+				return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobDeploymentStatus: &failed, TTLSeconds: ttl}}
+			}
+			j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
+				both, neither, onFailed(rayv1.DeleteCluster, 60), onFailed(rayv1.DeleteCluster, 70), onFailed(rayv1.DeleteWorkers, 90),
+				rule(rayv1.DeleteCluster, rayv1.JobStatusFailed, 10),
+			}}
+		}, "deletionRules[0]: cannot set both JobStatus and JobDeploymentStatus at the same time\n" +
+			"deletionRules[1]: exactly one of JobStatus and JobDeploymentStatus must be set\n" +
+			"deletionRules[3]: duplicate rule for DeletionPolicyType 'DeleteCluster' and JobDeploymentStatus 'Failed'\n" +
+			"for JobDeploymentStatus 'Failed': DeleteCluster TTL (60) must be >= DeleteWorkers TTL (90)"},
 		{"KubeRay's rules sample", func(j *rayv1.RayJob) {
 			var rules []rayv1.DeletionRule
 			for _, s := range []rayv1.JobStatus{rayv1.JobStatusFailed, rayv1.JobStatusSucceeded} {
@@ -179,7 +196,7 @@ func policy(p rayv1.DeletionPolicyType) *rayv1.DeletionPolicy {
 }
 
 func rule(p rayv1.DeletionPolicyType, status rayv1.JobStatus, ttl int32) rayv1.DeletionRule {
-	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: status, TTLSeconds: ttl}}
+	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: &status, TTLSeconds: ttl}}
 }
 
 func TestDeletionStrategyNeedsTheGate(t *testing.T) {

@@ -677,9 +677,9 @@ func TestRayJobDeletionRules(t *testing.T) {
 	ns := namespace(t)
 	job := createJob(t, rayJob(t, ns, "rules", rayv1.HTTPMode, func(j *rayv1.RayJob) {
 		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
-			{Policy: rayv1.DeleteWorkers, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 2}},
-			{Policy: rayv1.DeleteCluster, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 6}},
-			{Policy: rayv1.DeleteSelf, Condition: rayv1.DeletionCondition{JobStatus: rayv1.JobStatusSucceeded, TTLSeconds: 10}},
+			{Policy: rayv1.DeleteWorkers, Condition: rayv1.DeletionCondition{JobStatus: ptr.To(rayv1.JobStatusSucceeded), TTLSeconds: 2}},
+			{Policy: rayv1.DeleteCluster, Condition: rayv1.DeletionCondition{JobStatus: ptr.To(rayv1.JobStatusSucceeded), TTLSeconds: 6}},
+			{Policy: rayv1.DeleteSelf, Condition: rayv1.DeletionCondition{JobStatus: ptr.To(rayv1.JobStatusSucceeded), TTLSeconds: 10}},
 		}}
 	}))
 	done := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)

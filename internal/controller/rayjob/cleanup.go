@@ -73,7 +73,7 @@ func applyDeletionRules(o Observed, d *Decision) {
 	st := &d.Status
 	var due *rayv1.DeletionRule
 	for i, rule := range o.Job.Spec.DeletionStrategy.DeletionRules {
-		if rule.Condition.JobStatus != st.JobStatus {
+		if !ruleMatches(rule.Condition, st) {
 			continue
 		}
 		at := st.EndTime.Add(time.Duration(rule.Condition.TTLSeconds) * time.Second)
@@ -91,6 +91,15 @@ func applyDeletionRules(o Observed, d *Decision) {
 	if due != nil {
 		deletePolicy(o, d, due.Policy)
 	}
+}
+
+// ruleMatches reports whether the RayJob's final status is the one cond waits for: its Ray job status, or
+// (KubeRay v1.7) its deployment status.
+func ruleMatches(cond rayv1.DeletionCondition, st *rayv1.RayJobStatus) bool {
+	if cond.JobStatus != nil {
+		return *cond.JobStatus == st.JobStatus
+	}
+	return cond.JobDeploymentStatus != nil && *cond.JobDeploymentStatus == st.JobDeploymentStatus
 }
 
 // policyDone reports whether what policy deletes is already gone (or going).

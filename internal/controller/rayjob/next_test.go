@@ -701,7 +701,7 @@ func TestValidationFailsOnceWithAnEvent(t *testing.T) {
 }
 
 func deletionRule(p rayv1.DeletionPolicyType, status rayv1.JobStatus, ttl int32) rayv1.DeletionRule {
-	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: status, TTLSeconds: ttl}}
+	return rayv1.DeletionRule{Policy: p, Condition: rayv1.DeletionCondition{JobStatus: &status, TTLSeconds: ttl}}
 }
 
 func TestDeletionRules(t *testing.T) {
@@ -820,5 +820,29 @@ func TestPreRunningDeadline(t *testing.T) {
 	d := Next(Observed{Job: running, Cluster: rc, HeadService: HeadService(running, rc, builder.Options{}), JobInfo: &dashboard.JobInfo{Status: rayv1.JobStatusRunning}, Now: t0.Add(time.Hour)})
 	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
 		t.Errorf("a Running job an hour in: %s %s, want it not held to the pre-running deadline", d.Status.JobDeploymentStatus, d.Status.Reason)
+	}
+}
+
+// A rule on the deployment status (KubeRay v1.7) fires for a RayJob that ended Failed, whatever its Ray
+// job status (here a submission that failed before the Ray job ran), and not for one that completed.
+func TestDeletionRulesOnTheDeploymentStatus(t *testing.T) {
+	failed := rayv1.JobDeploymentStatusFailed
+	rules := func(j *rayv1.RayJob) {
+		j.Status.EndTime = ptr.To(metav1.NewTime(t0))
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{DeletionRules: []rayv1.DeletionRule{
+			{Policy: rayv1.DeleteCluster, Condition: rayv1.DeletionCondition{JobDeploymentStatus: &failed, TTLSeconds: 5}},
+		}}
+	}
+	job := newJob(inState(rayv1.JobDeploymentStatusFailed), rules, func(j *rayv1.RayJob) { j.Status.Reason = rayv1.SubmissionFailed })
+	rc := ownedCluster(job, rayv1.Ready)
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(4 * time.Second), DeletionPolicy: true}); len(d.Actions) != 0 || d.RequeueAfter != time.Second {
+		t.Errorf("before its TTL: actions %v requeue %s, want none and 1s", kinds(d.Actions), d.RequeueAfter)
+	}
+	if d := Next(Observed{Job: job, Cluster: rc, Now: t0.Add(5 * time.Second), DeletionPolicy: true}); !cmp.Equal(kinds(d.Actions), []ActionKind{DeleteCluster}) {
+		t.Errorf("at its TTL: actions %v, want DeleteCluster", kinds(d.Actions))
+	}
+	done := newJob(inState(rayv1.JobDeploymentStatusComplete), rules, func(j *rayv1.RayJob) { j.Status.JobStatus = rayv1.JobStatusSucceeded })
+	if d := Next(Observed{Job: done, Cluster: ownedCluster(done, rayv1.Ready), Now: t0.Add(time.Hour), DeletionPolicy: true}); len(d.Actions) != 0 {
+		t.Errorf("a completed job: actions %v, want none", kinds(d.Actions))
 	}
 }
