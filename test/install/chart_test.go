@@ -180,6 +180,12 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			args:   append(slices.Clone(defaultArgs), "--feature-gates=WorkerPodEventBatching=false"),
 		},
 		{
+			name: "feature gates as KubeRay's chart lists them", rel: defaultRelease,
+			values: `featureGates: [{name: RayClusterStatusConditions, enabled: true}, {name: RayCronJob, enabled: false}]`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs), "--feature-gates=RayClusterStatusConditions=true,RayCronJob=false"),
+		},
+		{
 			name: "leader election and metrics off", rel: defaultRelease,
 			values: `{leaderElection: {enabled: false}, metrics: {enabled: false}}`,
 			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
