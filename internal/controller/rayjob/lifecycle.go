@@ -171,38 +171,32 @@ func clusterPresent(o Observed, d *Decision) bool {
 	return false
 }
 
-// deadlineExceeded fails the attempt once activeDeadlineSeconds have passed since it started, and otherwise
-// asks to be woken at the deadline.
+// deadlineExceeded fails the attempt once activeDeadlineSeconds have passed since it started
+// (DeadlineExceeded), and otherwise asks to be woken at the deadline.
 func deadlineExceeded(o Observed, d *Decision) bool {
-	job, st := o.Job, &d.Status
-	if job.Spec.ActiveDeadlineSeconds == nil || st.StartTime == nil {
-		return false
-	}
-	deadline := st.StartTime.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second)
-	if o.Now.Before(deadline) {
-		d.wantRequeue(deadline.Sub(o.Now))
-		return false
-	}
-	failJob(d, rayv1.DeadlineExceeded, fmt.Sprintf("The RayJob has passed the activeDeadlineSeconds. StartTime: %v. ActiveDeadlineSeconds: %d",
-		st.StartTime, *job.Spec.ActiveDeadlineSeconds))
-	return true
+	return pastDeadline(o, d, o.Job.Spec.ActiveDeadlineSeconds, rayv1.DeadlineExceeded, "activeDeadlineSeconds", "ActiveDeadlineSeconds")
 }
 
 // preRunningDeadlineExceeded fails an attempt that has not reached Running preRunningDeadlineSeconds after
 // its start (KubeRay v1.7's rule, for Initializing and Waiting), and otherwise asks to be woken at the
 // deadline.
 func preRunningDeadlineExceeded(o Observed, d *Decision) bool {
-	job, st := o.Job, &d.Status
-	if job.Spec.PreRunningDeadlineSeconds == nil || st.StartTime == nil {
+	return pastDeadline(o, d, o.Job.Spec.PreRunningDeadlineSeconds, rayv1.PreRunningDeadlineExceeded, "preRunningDeadlineSeconds", "PreRunningDeadlineSeconds")
+}
+
+// pastDeadline fails the attempt with reason, in KubeRay's words naming the field, once seconds (unset: no
+// deadline) have passed since it started, and otherwise asks to be woken at the deadline.
+func pastDeadline(o Observed, d *Decision, seconds *int32, reason rayv1.JobFailedReason, field, label string) bool {
+	st := &d.Status
+	if seconds == nil || st.StartTime == nil {
 		return false
 	}
-	deadline := st.StartTime.Add(time.Duration(*job.Spec.PreRunningDeadlineSeconds) * time.Second)
+	deadline := st.StartTime.Add(time.Duration(*seconds) * time.Second)
 	if o.Now.Before(deadline) {
 		d.wantRequeue(deadline.Sub(o.Now))
 		return false
 	}
-	failJob(d, rayv1.PreRunningDeadlineExceeded, fmt.Sprintf("The RayJob has passed the preRunningDeadlineSeconds. StartTime: %v. PreRunningDeadlineSeconds: %d",
-		st.StartTime, *job.Spec.PreRunningDeadlineSeconds))
+	failJob(d, reason, fmt.Sprintf("The RayJob has passed the %s. StartTime: %v. %s: %d", field, st.StartTime, label, *seconds))
 	return true
 }
 
