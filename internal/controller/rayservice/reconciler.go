@@ -128,19 +128,11 @@ func (r *Reconciler) release(ctx context.Context, svc *rayv1.RayService) (reconc
 	if !slices.Contains(svc.Finalizers, constants.FinalizerRayService) {
 		return reconcile.Result{}, nil
 	}
-	list := &rayv1.RayClusterList{}
-	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
-		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService, constants.LabelOriginatedFromCRName: svc.Name,
-	}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("list the RayService's clusters: %w", err)
+	clusters, err := r.ownClusters(ctx, svc)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	left := 0
-	for i := range list.Items {
-		rc := &list.Items[i]
-		if !shared.OwnedBy(rc, svc) {
-			continue
-		}
-		left++
+	for _, rc := range clusters {
 		if rc.DeletionTimestamp != nil {
 			continue
 		}
@@ -149,7 +141,7 @@ func (r *Reconciler) release(ctx context.Context, svc *rayv1.RayService) (reconc
 			return reconcile.Result{}, fmt.Errorf("delete RayCluster %s of the deleted RayService: %w", rc.Name, err)
 		}
 	}
-	if left > 0 {
+	if len(clusters) > 0 {
 		return reconcile.Result{RequeueAfter: PollInterval}, nil // the clusters' deletion events come first
 	}
 	return reconcile.Result{}, shared.RemoveFinalizer(ctx, r.Writer, svc, constants.FinalizerRayService)
@@ -174,16 +166,12 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime, Validation: r.Validation,
 		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{}, ProxyErr: map[string]error{},
 		Applied: r.applied.get(client.ObjectKeyFromObject(svc))}
-	list := &rayv1.RayClusterList{}
-	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
-		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService, constants.LabelOriginatedFromCRName: svc.Name,
-	}); err != nil {
-		return o, fmt.Errorf("list the RayService's clusters: %w", err)
+	clusters, err := r.ownClusters(ctx, svc)
+	if err != nil {
+		return o, err
 	}
-	for i := range list.Items {
-		if rc := &list.Items[i]; shared.OwnedBy(rc, svc) {
-			o.Clusters[rc.Name] = rc
-		}
+	for _, rc := range clusters {
+		o.Clusters[rc.Name] = rc
 	}
 	if name := svc.Status.PendingServiceStatus.RayClusterName; name != "" && o.Clusters[name] == nil {
 		rc := &rayv1.RayCluster{}
@@ -204,7 +192,6 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 		}
 		o.Pods = append(o.Pods, pods.Items...)
 	}
-	var err error
 	if o.HeadService, err = r.ownService(ctx, svc, HeadServiceName(svc)); err != nil {
 		return o, err
 	}
@@ -227,6 +214,23 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 		}
 	}
 	return o, nil
+}
+
+// ownClusters lists, from the cache, the RayClusters svc controls.
+func (r *Reconciler) ownClusters(ctx context.Context, svc *rayv1.RayService) ([]*rayv1.RayCluster, error) {
+	list := &rayv1.RayClusterList{}
+	if err := r.Cache.List(ctx, list, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService, constants.LabelOriginatedFromCRName: svc.Name,
+	}); err != nil {
+		return nil, fmt.Errorf("list the RayService's clusters: %w", err)
+	}
+	var out []*rayv1.RayCluster
+	for i := range list.Items {
+		if rc := &list.Items[i]; shared.OwnedBy(rc, svc) {
+			out = append(out, rc)
+		}
+	}
+	return out, nil
 }
 
 // ownService reads the RayService's Service name from the cache: nil when absent or controlled by another
