@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kray-project/kray/internal/controller/rayjob"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -20,22 +21,29 @@ const (
 	envHeadClusterIPService   = "ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE"
 	envGCSFTRedisCleanup      = "ENABLE_GCS_FT_REDIS_CLEANUP"
 	envRequeueSeconds         = "RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV"
+
+	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
+	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
 )
 
 // kubeRayEnv are the flag defaults KubeRay's environment variables give.
 type kubeRayEnv struct {
 	clusterDomain                                    string
 	initInjection, probes, loginShell, headClusterIP bool
-	redisCleanup                                     bool
-	resync                                           time.Duration
+	redisCleanup, zeroDowntime, deleteJobs           bool
+	resync, grace                                    time.Duration
 }
 
 // kubeRayEnvDefaults reads KubeRay's environment: a switch on by default is off only when "false" and one
 // off by default on only when "true" (any case), as in KubeRay; an empty CLUSTER_DOMAIN is the default
 // domain; a requeue period that is not a number is the default 300 s, as in KubeRay, and one below 1 s is
-// refused (kray always resyncs).
+// refused (kray always resyncs); a transition grace period that is not a positive whole number of seconds is
+// refused rather than ignored.
 func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
 	e := kubeRayEnv{
+		zeroDowntime:  !strings.EqualFold(getenv(constants.EnvEnableZeroDowntime), "false"),
+		deleteJobs:    strings.EqualFold(getenv(envDeleteRayJobAfterJobFinishes), "true"),
+		grace:         rayjob.DefaultTransitionGracePeriod,
 		clusterDomain: constants.DefaultClusterDomain,
 		initInjection: !strings.EqualFold(getenv(envInitContainerInjection), "false"),
 		probes:        !strings.EqualFold(getenv(envProbesInjection), "false"),
@@ -46,6 +54,13 @@ func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
 	}
 	if d := getenv(envClusterDomain); d != "" {
 		e.clusterDomain = d
+	}
+	if v := getenv(envTransitionGracePeriodSeconds); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return e, fmt.Errorf("%s must be a positive whole number of seconds, got %q", envTransitionGracePeriodSeconds, v)
+		}
+		e.grace = time.Duration(n) * time.Second
 	}
 	if n, err := strconv.Atoi(getenv(envRequeueSeconds)); err == nil {
 		if n < 1 {

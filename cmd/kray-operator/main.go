@@ -2,12 +2,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -71,38 +69,9 @@ type options struct {
 	warnings []string
 }
 
-// KubeRay's operator environment variables for RayJobs, read as KubeRay reads them; a flag overrides each.
-const (
-	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
-	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
-)
-
-// zeroDowntimeDefault is KubeRay's ENABLE_ZERO_DOWNTIME: on unless "false" in any case.
-func zeroDowntimeDefault(getenv func(string) string) bool {
-	return !strings.EqualFold(getenv(constants.EnvEnableZeroDowntime), "false")
-}
-
-// envDefaults are the flag defaults that KubeRay's environment variables set: DELETE_RAYJOB_CR_AFTER_JOB_FINISHES
-// is on only when "true" in any case, as in KubeRay; a grace period that is not a positive whole number of
-// seconds is refused rather than ignored.
-func envDefaults(getenv func(string) string) (deleteJobs bool, grace time.Duration, err error) {
-	deleteJobs = strings.EqualFold(getenv(envDeleteRayJobAfterJobFinishes), "true")
-	grace = rayjob.DefaultTransitionGracePeriod
-	if s := getenv(envTransitionGracePeriodSeconds); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return false, 0, fmt.Errorf("%s must be a positive whole number of seconds, got %q", envTransitionGracePeriodSeconds, s)
-		}
-		grace = time.Duration(n) * time.Second
-	}
-	return deleteJobs, grace, nil
-}
-
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (options, zap.Options, error) {
 	o := options{gates: features.New()}
-	deleteJobs, grace, envErr := envDefaults(getenv)
-	kenv, kenvErr := kubeRayEnvDefaults(getenv)
-	envErr = errors.Join(envErr, kenvErr)
+	kenv, envErr := kubeRayEnvDefaults(getenv)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address Go's /debug/pprof endpoints bind to, for profiling the operator; empty disables them")
@@ -110,8 +79,8 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "RayClusters reconciled in parallel")
 	fs.IntVar(&o.jobWorkers, "rayjob-max-concurrent-reconciles", 4, "RayJobs reconciled in parallel, by workers of their own, so RayJobs waiting on slow dashboards never hold up RayClusters")
-	fs.BoolVar(&o.deleteJobs, "delete-rayjob-cr-after-job-finishes", deleteJobs, "shutdownAfterJobFinishes deletes the RayJob itself (and with it everything made for it), not only its cluster; default from "+envDeleteRayJobAfterJobFinishes)
-	fs.DurationVar(&o.jobGrace, "rayjob-deployment-status-transition-grace-period", grace, "how long a RayJob may stay Running after its Ray job ended before it is ended anyway; default from "+envTransitionGracePeriodSeconds+" (seconds), else 5m")
+	fs.BoolVar(&o.deleteJobs, "delete-rayjob-cr-after-job-finishes", kenv.deleteJobs, "shutdownAfterJobFinishes deletes the RayJob itself (and with it everything made for it), not only its cluster; default from "+envDeleteRayJobAfterJobFinishes)
+	fs.DurationVar(&o.jobGrace, "rayjob-deployment-status-transition-grace-period", kenv.grace, "how long a RayJob may stay Running after its Ray job ended before it is ended anyway; default from "+envTransitionGracePeriodSeconds+" (seconds), else 5m")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
@@ -120,7 +89,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.StringVar(&o.rayDashboard, "ray-dashboard-address", "", "http://host:port of the Ray dashboard used for the Job and Serve API calls, instead of each cluster's head Service; {namespace} and {cluster} are replaced by the cluster's, so one address can tell clusters apart; for an operator running outside the cluster network")
 	fs.StringVar(&o.serveProbe, "ray-serve-probe-address", "", "http://host:port of the Serve proxy health check of RayService head pods ("+dashboard.ServeHealthPath+" is appended), instead of http://<pod IP>:<serve port>; {namespace} and {pod} are replaced by the pod's; for an operator running outside the cluster network")
 	fs.IntVar(&o.serviceWorker, "rayservice-max-concurrent-reconciles", 4, "RayServices reconciled in parallel, by workers of their own")
-	fs.BoolVar(&o.zeroDowntime, "enable-zero-downtime", zeroDowntimeDefault(getenv), "a RayService without an upgradeStrategy prepares a new cluster for a changed cluster spec and switches to it once it serves; false acts as upgradeStrategy None; default from "+constants.EnvEnableZeroDowntime)
+	fs.BoolVar(&o.zeroDowntime, "enable-zero-downtime", kenv.zeroDowntime, "a RayService without an upgradeStrategy prepares a new cluster for a changed cluster spec and switches to it once it serves; false acts as upgradeStrategy None; default from "+constants.EnvEnableZeroDowntime)
 	fs.BoolVar(&o.redisCleanup, "enable-gcs-ft-redis-cleanup", kenv.redisCleanup, "give Redis GCS fault tolerant clusters a finalizer that deletes their Redis data when they are deleted; default from KubeRay's "+envGCSFTRedisCleanup)
 	fs.BoolVar(&o.initInjection, "enable-init-container-injection", kenv.initInjection, "add the wait-gcs-ready init container to worker pods (left out under upgradeStrategy RollingUpdate anyway); default from KubeRay's "+envInitContainerInjection)
 	fs.BoolVar(&o.probes, "enable-probes-injection", kenv.probes, "add liveness and readiness probes to Ray containers that have none; default from KubeRay's "+envProbesInjection)
