@@ -1,4 +1,5 @@
-// Package v1 holds the ray.io/v1 API types that kray serves: schema-compatible RayCluster and RayJob.
+// Package v1 holds the ray.io/v1 API types that kray serves, schema-compatible with KubeRay's: RayCluster,
+// RayJob, RayService and RayCronJob.
 // +kubebuilder:object:generate=true
 // +groupName=ray.io
 package v1

@@ -23,6 +23,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/internal/controller/raycronjob"
 	"github.com/kray-project/kray/internal/controller/rayjob"
 	"github.com/kray-project/kray/internal/controller/rayservice"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -247,6 +248,18 @@ func run(o options) error {
 	}
 	if err := services.SetupWithManager(mgr, o.serviceWorker); err != nil {
 		return fmt.Errorf("set up RayService controller: %w", err)
+	}
+	if o.gates.Enabled(features.RayCronJob) {
+		cronJobs := &raycronjob.Reconciler{
+			Cache:      mgr.GetClient(),
+			APIReader:  mgr.GetAPIReader(),
+			Writer:     shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
+			Events:     shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayCronJobControllerName)},
+			Validation: validation.RayJobOptions{DeletionPolicy: jobs.DeletionPolicy, Cluster: r.Validation},
+		}
+		if err := cronJobs.SetupWithManager(mgr, o.jobWorkers); err != nil {
+			return fmt.Errorf("set up RayCronJob controller: %w", err)
+		}
 	}
 	if err := metrics.RegisterRayServices(mgr.GetClient()); err != nil {
 		return fmt.Errorf("register RayService metrics: %w", err)

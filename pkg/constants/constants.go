@@ -211,3 +211,13 @@ const RayServiceControllerName = "kray-rayservice"
 // EnvEnableZeroDowntime is KubeRay's operator setting that, when "false", makes a RayService without an
 // upgradeStrategy never prepare a new cluster (as upgradeStrategy None).
 const EnvEnableZeroDowntime = "ENABLE_ZERO_DOWNTIME"
+
+// RayCronJob's label and annotation on the RayJobs it starts, and its controller's name, as KubeRay's.
+const (
+	// LabelCronJobName names the RayCronJob that started a RayJob.
+	LabelCronJobName = "ray.io/cronjob-name"
+	// AnnotationCronJobScheduledTimestamp is the schedule time a RayJob was started for, RFC 3339 in UTC.
+	AnnotationCronJobScheduledTimestamp = "ray.io/cronjob-scheduled-timestamp"
+	// RayCronJobControllerName is the RayCronJob controller's name in events.
+	RayCronJobControllerName = "kray-raycronjob"
+)

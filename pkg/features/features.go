@@ -21,6 +21,10 @@ const WorkerPodEventBatching featuregate.Feature = "WorkerPodEventBatching"
 // unlike KubeRay v1.6+: kray labels a pod after Kruise creates it, one more write per worker pod.
 const RayMultiHostIndexing featuregate.Feature = "RayMultiHostIndexing"
 
+// RayCronJob runs the RayCronJob controller (KubeRay's gate of the same name, alpha and off by default, as
+// here): with it off, RayCronJobs are stored but nothing starts their RayJobs.
+const RayCronJob featuregate.Feature = "RayCronJob"
+
 // RayJobDeletionPolicy lets a RayJob's deletionStrategy (onSuccess/onFailure, deletionRules) run (KubeRay's
 // gate of the same name, beta and on by default since KubeRay v1.6, as here); with it off such a RayJob is
 // refused with KubeRay's message.
@@ -33,7 +37,6 @@ const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
 const (
 	RayClusterStatusConditions       featuregate.Feature = "RayClusterStatusConditions"
 	RayServiceIncrementalUpgrade     featuregate.Feature = "RayServiceIncrementalUpgrade"
-	RayCronJob                       featuregate.Feature = "RayCronJob"
 	SidecarSubmitterRestart          featuregate.Feature = "SidecarSubmitterRestart"
 	RayClusterNetworkPolicy          featuregate.Feature = "RayClusterNetworkPolicy"
 	GCSFaultToleranceEmbeddedStorage featuregate.Feature = "GCSFaultToleranceEmbeddedStorage"
@@ -61,7 +64,6 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 // ask for: such an object is refused, whatever the gate says.
 var notImplemented = map[featuregate.Feature]string{
 	RayServiceIncrementalUpgrade: "the RayService upgrade type NewClusterWithIncrementalUpgrade",
-	RayCronJob:                   "the RayCronJob resource",
 	SidecarSubmitterRestart:      "restarting a SidecarMode submitter container",
 	RayClusterNetworkPolicy:      "spec.networkPolicy",
 	RayClusterMTLS:               "spec.tlsOptions",

@@ -62,14 +62,14 @@ func TestKubeRayGates(t *testing.T) {
 	if got := Warnings(g); !slices.Equal(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)
 	}
-	if err := (Flag{g}).Set("RayServiceIncrementalUpgrade=false,RayClusterStatusConditions=false,RayCronJob=true"); err != nil {
+	if err := (Flag{g}).Set("RayServiceIncrementalUpgrade=false,RayClusterStatusConditions=false,RayCronJob=true,RayClusterMTLS=true"); err != nil {
 		t.Fatal(err)
 	}
 	got := Warnings(g)
-	if len(got) != 2 || !strings.Contains(got[0], "RayClusterStatusConditions is off, but kray always writes") || !strings.Contains(got[1], "RayCronJob is on") {
-		t.Errorf("warnings %q, want RayClusterStatusConditions off and RayCronJob on", got)
+	if len(got) != 2 || !strings.Contains(got[0], "RayClusterMTLS is on") || !strings.Contains(got[1], "RayClusterStatusConditions is off, but kray always writes") {
+		t.Errorf("warnings %q, want RayClusterMTLS on and RayClusterStatusConditions off (RayCronJob is implemented)", got)
 	}
-	if !NotImplemented(RayCronJob) || NotImplemented(RayJobDeletionPolicy) {
-		t.Error("NotImplemented: RayCronJob should be, RayJobDeletionPolicy should not")
+	if !NotImplemented(RayClusterMTLS) || NotImplemented(RayCronJob) || NotImplemented(RayJobDeletionPolicy) {
+		t.Error("NotImplemented: RayClusterMTLS should be, RayCronJob and RayJobDeletionPolicy should not")
 	}
 }

@@ -100,7 +100,7 @@ func TestChartRBACMatchesConfig(t *testing.T) {
 // Each case renders the chart with some values and checks the objects and the operator's arguments.
 func TestChartRender(t *testing.T) {
 	base := []string{
-		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 		"Service", "Deployment",
 	}
 	defaultArgs := []string{
@@ -188,7 +188,7 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 		{
 			name: "leader election and metrics off", rel: defaultRelease,
 			values: `{leaderElection: {enabled: false}, metrics: {enabled: false}}`,
-			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			args: []string{
 				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
 				"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s",
@@ -252,7 +252,7 @@ imagePullSecrets: [{name: regcred}]
 		{
 			name: "existing ServiceAccount and RBAC", rel: defaultRelease,
 			values: `{serviceAccount: {create: false, name: ray-operator}, rbac: {create: false}, fullnameOverride: kray-operator}`,
-			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Service", "Deployment"},
+			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Service", "Deployment"},
 			args:   defaultArgs,
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				d := deployment(t, objs)

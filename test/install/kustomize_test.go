@@ -18,7 +18,7 @@ func TestKustomizeDefault(t *testing.T) {
 	got := kinds(objs)
 	sort.Strings(got)
 	want := []string{
-		"ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Deployment", "Namespace", "Role",
+		"ClusterRole", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "Deployment", "Namespace", "Role",
 		"RoleBinding", "Service", "ServiceAccount",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

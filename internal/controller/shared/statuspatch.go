@@ -58,6 +58,8 @@ func statusOf(obj client.Object) (any, error) {
 		return o.Status, nil
 	case *rayv1.RayService:
 		return o.Status, nil
+	case *rayv1.RayCronJob:
+		return o.Status, nil
 	default:
 		return nil, fmt.Errorf("no status write for %T", obj)
 	}

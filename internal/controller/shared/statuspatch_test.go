@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -60,6 +61,8 @@ func testStatusWriter(t *testing.T, srv *httptest.Server) Writer {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(rayv1.GroupVersion.WithKind("RayCluster"), meta.RESTScopeNamespace)
 	mapper.Add(rayv1.GroupVersion.WithKind("RayJob"), meta.RESTScopeNamespace)
+	mapper.Add(rayv1.GroupVersion.WithKind("RayService"), meta.RESTScopeNamespace)
+	mapper.Add(rayv1.GroupVersion.WithKind("RayCronJob"), meta.RESTScopeNamespace)
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithRESTMapper(mapper).Build()
 	return ClientWriter(c, &rest.Config{Host: srv.URL}, srv.Client())
 }
@@ -103,6 +106,33 @@ func TestUpdateStatusConflictIsAConflict(t *testing.T) {
 	err := testStatusWriter(t, srv).UpdateStatus(context.Background(), job)
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("err = %v, want a Conflict", err)
+	}
+}
+
+// Every kind of ray.io/v1 has a status kray writes: each is sent to its own status subresource.
+func TestUpdateStatusWritesEveryRayKind(t *testing.T) {
+	kinds := testScheme().KnownTypes(rayv1.GroupVersion)
+	n := 0
+	for kind, typ := range kinds {
+		obj, ok := reflect.New(typ).Interface().(client.Object)
+		if !ok || !strings.HasPrefix(kind, "Ray") || strings.HasSuffix(kind, "List") {
+			continue // the meta types every group version registers, and lists
+		}
+		n++
+		srv, got := statusServer(t, http.StatusOK, `{}`)
+		obj.SetNamespace("ns")
+		obj.SetName("c")
+		obj.SetResourceVersion("1")
+		if err := testStatusWriter(t, srv).UpdateStatus(context.Background(), obj); err != nil {
+			t.Errorf("%s: %v", kind, err)
+			continue
+		}
+		if want := "/apis/ray.io/v1/namespaces/ns/" + strings.ToLower(kind) + "s/c/status"; len(*got) != 1 || (*got)[0].path != want {
+			t.Errorf("%s: requests %+v, want one to %s", kind, *got, want)
+		}
+	}
+	if n < 4 {
+		t.Errorf("ray.io/v1 kinds = %d, want at least RayCluster, RayJob, RayService and RayCronJob", n)
 	}
 }
 
