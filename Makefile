@@ -58,7 +58,7 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e ## Run every test: unit, fuzz (bounded), integration and end to end.
+test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat ## Run every test: unit, fuzz (bounded), integration and end to end (on both supported Kruise releases).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
@@ -76,6 +76,17 @@ test-integration: ## The reconciler against a real kube-apiserver and etcd (envt
 .PHONY: e2e
 e2e: build ## End to end on the local cluster: real Kruise, kwok nodes, the operator with its own RBAC.
 	hack/e2e.sh
+
+# The seeds (pods created once, an evicted head replaced), scaling, upgrades and the quota report, run again on
+# the older supported Kruise.
+KRUISE_COMPAT_E2E ?= ^(TestTenClustersAtOnceCreateEachPodOnce|TestScaleZeroFiftyZeroFifty|TestEvictedHeadIsReplaced|TestEvictedWorkerIsReplaced|TestSampleBecomesReady|TestScaleGroupUpAndDown|TestRollingUpdateImageInPlace|TestRollingUpdateEnvChangeRecreates|TestUpgradeStrategyRecreate|TestResourceQuotaRefusalIsReported)$$
+KRUISE_COMPAT_DIR := $(ROOT)/.local-kruise-compat
+.PHONY: e2e-kruise-compat
+e2e-kruise-compat: build ## The seeds, scaling and upgrades on Kruise $(KRUISE_COMPAT_VERSION), on a local cluster of its own (the main one is stopped first).
+	hack/cluster.sh down
+	hack/tools.sh kruise-compat
+	rc=0; KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) E2E_RUN='$(KRUISE_COMPAT_E2E)' hack/e2e.sh || rc=$$?; \
+	  KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) hack/cluster.sh down; exit $$rc
 
 ##@ Local cluster
 .PHONY: cluster-up cluster-down

@@ -182,6 +182,7 @@ cmd_up() {
   # Neither depends on the Kruise CRDs; start them while the CRDs install.
   start_kube_scheduler
   start_kwok
+  switch_kruise_version
   install_kruise_crds
   start_kube_controller_manager
   ensure_nodes

@@ -2,12 +2,13 @@
 # hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
-#   all                 kube etcd kwok kruise kueue controller-gen
+#   all                 kube etcd kwok kruise-compat kruise kueue controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
 #   kwok                kwok            (sigs.k8s.io/kwok/cmd/kwok)
 #   kruise              kruise-manager  (github.com/openkruise/kruise, the module root package)
+#   kruise-compat       kruise-manager of KRUISE_COMPAT_VERSION, the older Kruise release kray supports
 #   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
@@ -48,19 +49,25 @@ goflags+=("-mod=mod")
 export GOFLAGS="${goflags[*]}"
 export GOWORK=off
 
-# Kruise v1.8.2 pins some k8s.io modules to releases the filtered proxy does not serve; these override the
-# versions in its replace block. Re-check them when KRUISE_VERSION changes.
-KRUISE_REPLACE_OVERRIDES=(
-  "k8s.io/cri-api=v0.30.14"
-  "k8s.io/cluster-bootstrap=v0.30.14"
-  "k8s.io/metrics=v0.30.14"
-  "k8s.io/endpointslice=v0.30.14"
-  "k8s.io/kube-controller-manager=v0.30.14"
-  "k8s.io/legacy-cloud-providers=v0.30.14"
-  "k8s.io/pod-security-admission=v0.30.14"
-  "k8s.io/kube-proxy=v0.30.14"
-  "k8s.io/sample-apiserver=v0.30.4"
-)
+# Kruise pins some k8s.io modules to releases the filtered proxy does not serve; kruise_overrides prints, for
+# the Kruise release being built, the served release that replaces each. Re-check them when KRUISE_VERSION
+# changes (hack/versions.env): a minor with no list here fails loudly.
+kruise_overrides() {
+  case "$1" in
+    v1.8.*)
+      printf '%s\n' k8s.io/cri-api=v0.30.14 k8s.io/cluster-bootstrap=v0.30.14 k8s.io/metrics=v0.30.14 \
+        k8s.io/endpointslice=v0.30.14 k8s.io/kube-controller-manager=v0.30.14 \
+        k8s.io/legacy-cloud-providers=v0.30.14 k8s.io/pod-security-admission=v0.30.14 \
+        k8s.io/kube-proxy=v0.30.14 k8s.io/sample-apiserver=v0.30.4
+      ;;
+    v1.9.*)
+      printf '%s\n' k8s.io/cluster-bootstrap=v0.32.9 k8s.io/endpointslice=v0.32.9 k8s.io/externaljwt=v0.32.9 \
+        k8s.io/kube-aggregator=v0.32.9 k8s.io/kube-controller-manager=v0.32.9 k8s.io/metrics=v0.32.9 \
+        k8s.io/kube-proxy=v0.30.14 k8s.io/legacy-cloud-providers=v0.30.14 k8s.io/sample-apiserver=v0.32.5
+      ;;
+    *) die "no k8s.io replace overrides for Kruise $1: add them to kruise_overrides in hack/tools.sh" ;;
+  esac
+}
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -193,7 +200,10 @@ build_kwok() {
 }
 
 kruise_replaces() {
-  copied_replaces "$1" "${KRUISE_REPLACE_OVERRIDES[@]}"
+  local overrides
+  overrides="$(kruise_overrides "${KRUISE_VERSION}")" || exit 1
+  # shellcheck disable=SC2086 # one MODULE=VERSION word per line
+  copied_replaces "$1" ${overrides}
 }
 
 build_kruise() {
@@ -237,6 +247,7 @@ run_target() {
       run_target kube
       run_target etcd
       run_target kwok
+      run_target kruise-compat
       run_target kruise
       run_target kueue
       run_target controller-gen
@@ -250,6 +261,13 @@ run_target() {
     etcd) build_etcd ;;
     kwok) build_kwok ;;
     kruise | kruise-manager) build_kruise ;;
+    kruise-compat)
+      KRUISE_VERSION="${KRUISE_COMPAT_VERSION}" build_kruise
+      # bin/kruise-manager stays the main version's.
+      if [[ -x "${TOOLS_DIR}/kruise-${KRUISE_VERSION}/kruise-manager" ]]; then
+        link_binary "kruise-${KRUISE_VERSION}" kruise-manager
+      fi
+      ;;
     kueue) build_kueue ;;
     controller-gen) build_controller_gen ;;
     kind) build_kind ;;

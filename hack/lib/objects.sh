@@ -49,9 +49,30 @@ install_kruise_crds() {
     ((absent == 1)) || return 0
   fi
   log "installing ${#names[@]} Kruise CRDs from ${bases}"
-  k apply --server-side --force-conflicts --field-manager=kray-cluster -f "${bases}" >/dev/null
+  k apply --server-side --force-conflicts --field-manager=kray-cluster -f "${bases}" >/dev/null ||
+    die "applying Kruise ${KRUISE_VERSION}'s CRDs failed (after a downgrade, objects stored at a version the older CRDs lack block it: 'hack/cluster.sh down --purge' starts the cluster over)"
   k wait --for=condition=Established --timeout="${WAIT_TIMEOUT}s" "${names[@]}" >/dev/null
   touch "${marker}"
+}
+
+# switch_kruise_version readies a cluster that another Kruise version ran on (or one whose version is not
+# recorded, from before it was) for KRUISE_VERSION: it stops that kruise-manager and deletes its webhook
+# configurations, whose paths the new version may not serve (v1.9 serves none of v1.8's versioned paths, and
+# kruise-manager only updates the configurations it finds, dropping the webhooks it does not know), and
+# forgets which CRDs were applied. ensure_kruise_prerequisites then creates the new version's configurations
+# and records the version.
+switch_kruise_version() {
+  local installed=""
+  [[ -f "${MANIFEST_DIR}/kruise-version" ]] && installed="$(<"${MANIFEST_DIR}/kruise-version")"
+  [[ "${installed}" == "${KRUISE_VERSION}" ]] && return 0
+  if [[ -z "${installed}" ]] && ! k get mutatingwebhookconfiguration kruise-mutating-webhook-configuration >/dev/null 2>&1; then
+    return 0 # a new cluster
+  fi
+  log "switching Kruise ${installed:-(unrecorded version)} to ${KRUISE_VERSION}: reinstalling its CRDs and webhook configurations"
+  stop_processes kruise-manager
+  k delete mutatingwebhookconfiguration kruise-mutating-webhook-configuration --ignore-not-found >/dev/null
+  k delete validatingwebhookconfiguration kruise-validating-webhook-configuration --ignore-not-found >/dev/null
+  rm -f "${MANIFEST_DIR}"/kruise-crds-*.applied
 }
 
 # render_kruise_webhooks writes manifests/kruise-webhooks-VERSION.yaml: the module's config/webhook rendered
@@ -93,6 +114,7 @@ ensure_kruise_prerequisites() {
     cat "${webhooks}"
   } >"${file}"
   create_if_absent "${file}"
+  printf '%s\n' "${KRUISE_VERSION}" >"${MANIFEST_DIR}/kruise-version"
 }
 
 # node_manifest I prints Node kwok-node-I with the configured capacity.

@@ -305,6 +305,10 @@ func setReplicaFailure(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 	}
 	for i := range obs.CloneSets {
 		cs := &obs.CloneSets[i]
+		if !shortOfPods(cs) {
+			// Kruise v1.9 keeps FailedScale after the pods it could not create have been created.
+			continue
+		}
 		for _, c := range cs.Status.Conditions {
 			if c.Type == kruisev1alpha1.CloneSetConditionFailedScale && c.Status == corev1.ConditionTrue {
 				set(st, t, metav1.ConditionTrue, constants.ReasonFailedCreateWorkerPod, fmt.Sprintf("CloneSet %s: %s", cs.Name, c.Message), obs.Now)
@@ -313,6 +317,12 @@ func setReplicaFailure(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Obs
 		}
 	}
 	meta.RemoveStatusCondition(&st.Conditions, t)
+}
+
+// shortOfPods reports whether cs may have fewer pods than it wants: its status is of an older spec, or it
+// counts fewer pods than its replicas.
+func shortOfPods(cs *kruisev1alpha1.CloneSet) bool {
+	return cs.Status.ObservedGeneration != cs.Generation || cs.Status.Replicas < ptr.Deref(cs.Spec.Replicas, 1)
 }
 
 func setWorkloadsSynced(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Observed) {

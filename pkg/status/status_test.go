@@ -152,6 +152,34 @@ func TestReplicaFailure(t *testing.T) {
 	}
 }
 
+// Kruise v1.9 leaves FailedScale on a CloneSet after the refusal ends: only a CloneSet short of pods (or whose
+// status is of an older spec) is a replica failure.
+func TestReplicaFailureFollowsTheShortfall(t *testing.T) {
+	failed := []kruisev1alpha1.CloneSetCondition{{Type: kruisev1alpha1.CloneSetConditionFailedScale, Status: corev1.ConditionTrue, Message: "exceeded quota"}}
+	for _, tt := range []struct {
+		name                 string
+		generation, observed int64
+		want, have           int32
+		failure              bool
+	}{
+		{"short of pods", 2, 2, 3, 2, true},
+		{"recovered, condition left behind", 2, 2, 3, 3, false},
+		{"status of an older spec", 3, 2, 3, 3, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sets := []kruisev1alpha1.CloneSet{{
+				ObjectMeta: metav1.ObjectMeta{Name: "cs", Generation: tt.generation},
+				Spec:       kruisev1alpha1.CloneSetSpec{Replicas: ptr.To(tt.want)},
+				Status:     kruisev1alpha1.CloneSetStatus{ObservedGeneration: tt.observed, Replicas: tt.have, Conditions: failed},
+			}}
+			st := Compute(cluster(), Observed{Pods: allReady(), CloneSets: sets, Now: now})
+			if got := cond(st, rayv1.RayClusterReplicaFailure) != nil; got != tt.failure {
+				t.Errorf("ReplicaFailure reported = %t, want %t", got, tt.failure)
+			}
+		})
+	}
+}
+
 func TestNeedsWrite(t *testing.T) {
 	rc := cluster()
 	st := Compute(rc, Observed{Pods: allReady(), Now: now})
