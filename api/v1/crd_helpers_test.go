@@ -27,19 +27,50 @@ import (
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kray-project/kray/internal/kuberayref"
 	"github.com/kray-project/kray/internal/moddir"
 )
 
 const (
-	// kubeRayModule and kubeRayVersion pin the KubeRay release whose RayCluster API kray must accept.
+	// kubeRayModule and kubeRayVersion pin the newest KubeRay release the Go module proxy serves: its Go API
+	// is compared with kray's, and its CRDs and samples are one of kubeRayRefs.
 	kubeRayModule  = "github.com/ray-project/kuberay/ray-operator"
-	kubeRayVersion = "v1.5.0"
-	// rayClusterCRDPath, rayJobCRDPath and rayServiceCRDPath are the CRDs' paths both inside KubeRay's
-	// module and inside this repository.
+	kubeRayVersion = "v1.6.1"
+	// rayClusterCRDPath, rayJobCRDPath, rayServiceCRDPath and rayCronJobCRDPath are the CRDs' paths inside
+	// this repository; their base names are those of KubeRay's CRDs.
 	rayClusterCRDPath = "config/crd/bases/ray.io_rayclusters.yaml"
 	rayJobCRDPath     = "config/crd/bases/ray.io_rayjobs.yaml"
 	rayServiceCRDPath = "config/crd/bases/ray.io_rayservices.yaml"
+	rayCronJobCRDPath = "config/crd/bases/ray.io_raycronjobs.yaml"
 )
+
+// kubeRayRef is a KubeRay release whose CRDs and samples kray must accept.
+type kubeRayRef struct {
+	version string
+	// crds and samples are the directories of its CRDs and of its sample manifests.
+	crds, samples string
+}
+
+// kubeRayRefs are the KubeRay releases kray is compared with: the newest module the proxy serves
+// (kubeRayVersion) and v1.7.0, kept as reference data (kuberayref).
+func kubeRayRefs(t *testing.T) []kubeRayRef {
+	t.Helper()
+	ref, err := kuberayref.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := kubeRayDir(t)
+	return []kubeRayRef{
+		{kubeRayVersion, filepath.Join(mod, "config", "crd", "bases"), filepath.Join(mod, "config", "samples")},
+		{kuberayref.Version, filepath.Join(ref, kuberayref.CRDDir), filepath.Join(ref, kuberayref.SamplesDir)},
+	}
+}
+
+// newestKubeRay is the newest of kubeRayRefs.
+func newestKubeRay(t *testing.T) kubeRayRef {
+	refs := kubeRayRefs(t)
+	return refs[len(refs)-1]
+}
 
 // kubeRayDir returns the directory of KubeRay's ray-operator module, downloading it if needed.
 func kubeRayDir(t *testing.T) string {
@@ -71,10 +102,10 @@ func ourCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	return ourCRDAt(t, rayClusterCRDPath)
 }
 
-// kubeRayCRD returns KubeRay's RayCluster CRD at kubeRayVersion.
+// kubeRayCRD returns the newest KubeRay's RayCluster CRD.
 func kubeRayCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	return kubeRayCRDAt(t, rayClusterCRDPath)
+	return newestKubeRay(t).crd(t, rayClusterCRDPath)
 }
 
 // ourCRDAt returns kray's generated CRD at path.
@@ -83,10 +114,10 @@ func ourCRDAt(t *testing.T, path string) *apiextensionsv1.CustomResourceDefiniti
 	return readCRD(t, filepath.Join("..", "..", path))
 }
 
-// kubeRayCRDAt returns KubeRay's CRD at path at kubeRayVersion.
-func kubeRayCRDAt(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
+// crd returns the release's CRD of the base name of path.
+func (r kubeRayRef) crd(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	return readCRD(t, filepath.Join(kubeRayDir(t), path))
+	return readCRD(t, filepath.Join(r.crds, filepath.Base(path)))
 }
 
 // crdVersion returns the named version of crd and fails the test if it has none.

@@ -233,12 +233,19 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestKubeRaySamplesAreAccepted admits every RayCluster sample of KubeRay's release, and the cluster specs
-// embedded in its RayJob and RayService samples, with both CRDs: kray must accept what KubeRay accepts and
-// store it identically (same pruning, same defaults).
+// TestKubeRaySamplesAreAccepted admits every RayCluster sample of each KubeRay reference release, and the
+// cluster specs embedded in its RayJob and RayService samples, with both CRDs: kray must accept what KubeRay
+// accepts and store it identically (same pruning, same defaults).
 func TestKubeRaySamplesAreAccepted(t *testing.T) {
-	ours, theirs := newCRValidator(t, ourCRD(t)), newCRValidator(t, kubeRayCRD(t))
-	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", "*.yaml"))
+	for _, ref := range kubeRayRefs(t) {
+		t.Run(ref.version, func(t *testing.T) { kubeRayClusterSamplesAreAccepted(t, ref) })
+	}
+}
+
+// kubeRayClusterSamplesAreAccepted is TestKubeRaySamplesAreAccepted for one release.
+func kubeRayClusterSamplesAreAccepted(t *testing.T, ref kubeRayRef) {
+	ours, theirs := newCRValidator(t, ourCRD(t)), newCRValidator(t, ref.crd(t, rayClusterCRDPath))
+	files, err := filepath.Glob(filepath.Join(ref.samples, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,15 +282,29 @@ func TestKubeRaySamplesAreAccepted(t *testing.T) {
 				if rc.Name == "" {
 					rc.Name = "from-generate-name" // a RayJob with generateName; its controller names the cluster
 				}
-				if err := errors.Join(validation.Metadata(rc), validation.Spec(rc)); err != nil {
+				err := errors.Join(validation.Metadata(rc), validation.Spec(rc))
+				if want, refused := refusedClusterSamples[filepath.Base(file)]; refused {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("kray's validation: %v, want the documented refusal %q", err, want)
+					}
+				} else if err != nil {
 					t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
 				}
 			})
 		}
 	}
 	if seen < 30 {
-		t.Errorf("found only %d RayCluster specs in KubeRay's samples; the sample layout may have changed", seen)
+		t.Errorf("found only %d RayCluster specs in KubeRay %s's samples; the sample layout may have changed", seen, ref.version)
 	}
+}
+
+// refusedClusterSamples are the KubeRay samples whose cluster asks for a feature kray does not serve, with
+// the words of the refusal its validation gives (reported in the object's status and an event).
+// KubeRay v1.7 refuses them likewise while their gates are off, as they are by default.
+var refusedClusterSamples = map[string]string{
+	"ray-cluster.historyserver.yaml":           "RayClusterHistoryServer feature gate is not enabled",
+	"ray-cluster.mtls.yaml":                    "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
+	"ray-cluster.network-policy-deny-all.yaml": "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
 }
 
 // asRayCluster returns doc if it is a ray.io/v1 RayCluster, or a RayCluster wrapping the cluster spec of a
@@ -312,60 +333,77 @@ func asRayCluster(doc map[string]any) (map[string]any, bool) {
 	}, true
 }
 
-// refusedRayJobSamples are the KubeRay samples that use a RayJob feature kray does not serve, with the
-// refusal its validation gives (reported in the RayJob's status and an event).
-var refusedRayJobSamples = map[string]error{}
-
 // TestKubeRayRayJobSamplesAreAccepted checks that kray's RayJob CRD admits every RayJob among KubeRay's
 // samples and stores it as KubeRay's CRD would, and that kray's controller validation accepts it unless it
 // is a documented refusal.
 func TestKubeRayRayJobSamplesAreAccepted(t *testing.T) {
-	seen := kubeRaySamplesAreAccepted(t, "ray-job.*.yaml", "RayJob", rayJobCRDPath, func(t *testing.T, file string, stored map[string]any) {
-		job := &rayv1.RayJob{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, job); err != nil {
-			t.Fatal(err)
-		}
-		if job.Name == "" {
-			job.Name = "from-generate-name" // the API server names it
-		}
-		// With KubeRay's RayJobDeletionPolicy gate on, as its deletionStrategy sample needs.
-		err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job, validation.RayJobOptions{DeletionPolicy: true}))
-		if want, refused := refusedRayJobSamples[file]; refused {
-			if !errors.Is(err, want) {
-				t.Errorf("kray's validation: %v, want the documented refusal %v", err, want)
+	for _, ref := range kubeRayRefs(t) {
+		seen := kubeRaySamplesAreAccepted(t, ref, "ray-job.*.yaml", "RayJob", rayJobCRDPath, func(t *testing.T, file string, stored map[string]any) {
+			job := &rayv1.RayJob{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, job); err != nil {
+				t.Fatal(err)
 			}
-		} else if err != nil {
-			t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+			if job.Name == "" {
+				job.Name = "from-generate-name" // the API server names it
+			}
+			// With KubeRay's RayJobDeletionPolicy gate on, as its deletionStrategy sample needs.
+			err := errors.Join(validation.RayJobMetadata(job), validation.RayJobSpec(job, validation.RayJobOptions{DeletionPolicy: true}))
+			if want, refused := refusedClusterSamples[file]; refused {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("kray's validation: %v, want the documented refusal %q", err, want)
+				}
+			} else if err != nil {
+				t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+			}
+		})
+		if seen < 15 {
+			t.Errorf("found only %d RayJobs in KubeRay %s's samples; the sample layout may have changed", seen, ref.version)
 		}
-	})
-	if seen < 15 {
-		t.Errorf("found only %d RayJobs in KubeRay's samples; the sample layout may have changed", seen)
 	}
 }
 
 // TestKubeRayRayServiceSamplesAreAccepted checks that kray's RayService CRD admits every RayService among
 // KubeRay's samples, stores it as KubeRay's CRD would, and that kray's controller validation accepts it.
 func TestKubeRayRayServiceSamplesAreAccepted(t *testing.T) {
-	seen := kubeRaySamplesAreAccepted(t, "ray-service.*.yaml", "RayService", rayServiceCRDPath, func(t *testing.T, _ string, stored map[string]any) {
-		svc := &rayv1.RayService{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, svc); err != nil {
-			t.Fatal(err)
+	for _, ref := range kubeRayRefs(t) {
+		seen := kubeRaySamplesAreAccepted(t, ref, "ray-service.*.yaml", "RayService", rayServiceCRDPath, func(t *testing.T, _ string, stored map[string]any) {
+			svc := &rayv1.RayService{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, svc); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(validation.RayServiceMetadata(svc), validation.RayServiceSpec(svc, validation.RayServiceOptions{})); err != nil {
+				t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+			}
+		})
+		if seen < 12 {
+			t.Errorf("found %d RayServices in KubeRay %s's samples, want at least 12; the sample layout may have changed", seen, ref.version)
 		}
-		if err := errors.Join(validation.RayServiceMetadata(svc), validation.RayServiceSpec(svc, validation.RayServiceOptions{})); err != nil {
-			t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
-		}
-	})
-	if seen != 12 {
-		t.Errorf("found %d RayServices in KubeRay's samples, want 12; the sample layout may have changed", seen)
 	}
 }
 
-// kubeRaySamplesAreAccepted admits each document of kind in KubeRay's samples matching glob with kray's CRD
-// at crdPath, checks that it is stored as KubeRay's CRD stores it, and then runs validate on the stored
-// object; it returns how many documents it checked.
-func kubeRaySamplesAreAccepted(t *testing.T, glob, kind, crdPath string, validate func(t *testing.T, file string, stored map[string]any)) int {
-	ours, theirs := newCRValidator(t, ourCRDAt(t, crdPath)), newCRValidator(t, kubeRayCRDAt(t, crdPath))
-	files, err := filepath.Glob(filepath.Join(kubeRayDir(t), "config", "samples", glob))
+// TestKubeRayRayCronJobSamplesAreAccepted checks KubeRay v1.7's RayCronJob samples likewise, and that kray's
+// controller validation reads their schedules.
+func TestKubeRayRayCronJobSamplesAreAccepted(t *testing.T) {
+	seen := kubeRaySamplesAreAccepted(t, newestKubeRay(t), "ray-cronjob*.yaml", "RayCronJob", rayCronJobCRDPath, func(t *testing.T, _ string, stored map[string]any) {
+		cj := &rayv1.RayCronJob{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, cj); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := validation.RayCronJobSpec(cj, validation.RayJobOptions{DeletionPolicy: true}); err != nil {
+			t.Errorf("kray's validation refuses a KubeRay sample: %v", err)
+		}
+	})
+	if seen != 2 {
+		t.Errorf("found %d RayCronJobs in KubeRay's samples, want 2", seen)
+	}
+}
+
+// kubeRaySamplesAreAccepted admits each document of kind in ref's samples matching glob with kray's CRD at
+// crdPath, checks that it is stored as KubeRay's CRD stores it, and then runs validate on the stored object;
+// it returns how many documents it checked.
+func kubeRaySamplesAreAccepted(t *testing.T, ref kubeRayRef, glob, kind, crdPath string, validate func(t *testing.T, file string, stored map[string]any)) int {
+	ours, theirs := newCRValidator(t, ourCRDAt(t, crdPath)), newCRValidator(t, ref.crd(t, crdPath))
+	files, err := filepath.Glob(filepath.Join(ref.samples, glob))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +418,7 @@ func kubeRaySamplesAreAccepted(t *testing.T, glob, kind, crdPath string, validat
 				continue
 			}
 			seen++
-			t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Run(ref.version+"/"+filepath.Base(file), func(t *testing.T) {
 				if errs := theirs.admit(doc, nil); len(errs) > 0 {
 					t.Skipf("KubeRay's CRD rejects this sample too: %v", errorStrings(errs))
 				}

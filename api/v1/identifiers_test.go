@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// kubeRayAPIFiles are the files of KubeRay's apis/ray/v1 package that define the RayCluster and RayJob APIs.
-var kubeRayAPIFiles = []string{"raycluster_types.go", "rayjob_types.go", "groupversion_info.go", "register.go"}
+// kubeRayAPIFiles are the files of KubeRay's apis/ray/v1 package that define its four kinds.
+var kubeRayAPIFiles = []string{"raycluster_types.go", "rayjob_types.go", "rayservice_types.go", "raycronjob_types.go", "groupversion_info.go", "register.go"}
 
 // goDeviations are declarations that differ from KubeRay's release on purpose, with the reason.
 var goDeviations = map[string]string{
@@ -22,6 +22,8 @@ var goDeviations = map[string]string{
 	"GcsFaultToleranceOptions.RedisAddress": "string json:redisAddress,omitempty",
 	// KubeRay v1.7 made it optional, beside the new jobDeploymentStatus (exactly one of them is set).
 	"DeletionCondition.JobStatus": "*JobStatus json:jobStatus,omitempty",
+	// KubeRay v1.7 made it a pointer (v1.6's is a bool).
+	"RayCronJobSpec.Suspend": "*bool json:suspend,omitempty",
 }
 
 // TestGoIdentifiersMatchKubeRay checks that every exported type, struct field (with its Go type and JSON tag),

@@ -66,6 +66,7 @@ const (
 	SubmissionFailed                                 JobFailedReason = "SubmissionFailed"
 	DeadlineExceeded                                 JobFailedReason = "DeadlineExceeded"
 	PreRunningDeadlineExceeded                       JobFailedReason = "PreRunningDeadlineExceeded"
+	JobStatusCheckTimeoutExceeded                    JobFailedReason = "JobStatusCheckTimeoutExceeded"
 	AppFailed                                        JobFailedReason = "AppFailed"
 	JobDeploymentStatusTransitionGracePeriodExceeded JobFailedReason = "JobDeploymentStatusTransitionGracePeriodExceeded"
 	ValidationFailed                                 JobFailedReason = "ValidationFailed"
@@ -119,6 +120,8 @@ type DeletionRule struct {
 }
 
 // DeletionCondition holds TTLSeconds after the Ray job reached JobStatus.
+// +kubebuilder:validation:XValidation:rule="!(has(self.jobStatus) && has(self.jobDeploymentStatus))",message="JobStatus and JobDeploymentStatus cannot be used together within the same deletion condition."
+// +kubebuilder:validation:XValidation:rule="has(self.jobStatus) || has(self.jobDeploymentStatus)",message="the deletion condition requires either the JobStatus or the JobDeploymentStatus field."
 type DeletionCondition struct {
 	// JobStatus is the terminal Ray job status the rule waits for; exactly one of it and
 	// JobDeploymentStatus is set.
@@ -295,6 +298,11 @@ type RayJobStatus struct {
 	// ObservedGeneration is the generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// JobStatusCheckFailureStartTime is when the reads of the job's status from the Ray dashboard began to
+	// fail, unset once one succeeds (KubeRay v1.7): the attempt fails with JobStatusCheckTimeoutExceeded when
+	// they keep failing for the operator's job status check timeout.
+	// +optional
+	JobStatusCheckFailureStartTime *metav1.Time `json:"jobStatusCheckFailureStartTime,omitempty"`
 }
 
 // RayJob runs one Ray job on a RayCluster that it creates or selects.

@@ -23,13 +23,13 @@ type RayServiceUpgradeType string
 
 // The RayService upgrade strategies.
 const (
-	// NewClusterWithIncrementalUpgrade moves traffic to a new cluster step by step through the Gateway API
-	// (behind the RayServiceIncrementalUpgrade feature gate).
-	NewClusterWithIncrementalUpgrade RayServiceUpgradeType = "NewClusterWithIncrementalUpgrade"
-	// NewCluster prepares a new cluster and moves all traffic to it once it serves.
-	NewCluster RayServiceUpgradeType = "NewCluster"
-	// None never creates a new cluster for a spec change.
-	None RayServiceUpgradeType = "None"
+	// RayServiceNewClusterWithIncrementalUpgrade moves traffic to a new cluster step by step through the
+	// Gateway API (behind the RayServiceIncrementalUpgrade feature gate).
+	RayServiceNewClusterWithIncrementalUpgrade RayServiceUpgradeType = "NewClusterWithIncrementalUpgrade"
+	// RayServiceNewCluster prepares a new cluster and moves all traffic to it once it serves.
+	RayServiceNewCluster RayServiceUpgradeType = "NewCluster"
+	// RayServiceUpgradeNone never creates a new cluster for a spec change.
+	RayServiceUpgradeNone RayServiceUpgradeType = "None"
 )
 
 // ApplicationStatusEnum names Ray Serve's application statuses, as Serve's REST API reports them.
@@ -119,12 +119,16 @@ type RayServiceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']",message="the managedBy field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'"
 	// +optional
 	ManagedBy *string `json:"managedBy,omitempty"`
+	// Suspend deletes the RayService's clusters and Services and stops serving (KubeRay v1.7); false again
+	// serves from a new cluster. A suspend once begun completes before a change of this field is acted on.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // RayServiceStatuses is the observed state of a RayService: its serving and upcoming clusters, its
 // conditions and its endpoints.
 type RayServiceStatuses struct {
-	// Conditions are Ready and UpgradeInProgress.
+	// Conditions are Ready, UpgradeInProgress and, once suspended, Suspending, Suspended and RollbackInProgress.
 	// +patchMergeKey=type
 	// +patchStrategy=merge
 	// +listType=map
@@ -205,6 +209,14 @@ const (
 	RayServiceReady RayServiceConditionType = "Ready"
 	// UpgradeInProgress is True while a pending cluster is prepared beside the active one.
 	UpgradeInProgress RayServiceConditionType = "UpgradeInProgress"
+	// RollbackInProgress is True while an incremental upgrade is rolled back (KubeRay v1.7); kray sets it
+	// False only, when a suspend stops any upgrade.
+	RollbackInProgress RayServiceConditionType = "RollbackInProgress"
+	// RayServiceSuspending is True while a suspended RayService's clusters and Services are deleted; once
+	// begun it completes whatever spec.suspend becomes.
+	RayServiceSuspending RayServiceConditionType = "Suspending"
+	// RayServiceSuspended is True once they are all gone, until spec.suspend is false again.
+	RayServiceSuspended RayServiceConditionType = "Suspended"
 )
 
 // The RayService condition reasons.
@@ -217,6 +229,13 @@ const (
 	BothActivePendingClustersExist RayServiceConditionReason = "BothActivePendingClustersExist"
 	NoPendingCluster               RayServiceConditionReason = "NoPendingCluster"
 	NoActiveCluster                RayServiceConditionReason = "NoActiveCluster"
+	SuspendRequested               RayServiceConditionReason = "SuspendRequested"
+	SuspendInProgress              RayServiceConditionReason = "SuspendInProgress"
+	SuspendComplete                RayServiceConditionReason = "SuspendComplete"
+	RayServiceResumed              RayServiceConditionReason = "RayServiceResumed"
+	// TargetClusterChanged is KubeRay v1.6's, which v1.7 no longer sets; kept so that code written for v1.6
+	// compiles.
+	TargetClusterChanged RayServiceConditionReason = "TargetClusterChanged"
 )
 
 // RayService runs Ray Serve applications on a RayCluster it creates, and moves them to a new cluster when

@@ -73,19 +73,19 @@ func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 	if head := s.RayClusterSpec.HeadGroupSpec.HeadService; head != nil && head.Name != "" {
 		return errors.New("spec.rayClusterConfig.headGroupSpec.headService.metadata.name should not be set")
 	}
-	if t := upgradeType(svc); t != nil && *t != rayv1.None && *t != rayv1.NewCluster && *t != rayv1.NewClusterWithIncrementalUpgrade {
-		return fmt.Errorf("Spec.UpgradeStrategy.Type value %s is invalid, valid options are %s, %s, or %s", *t, rayv1.NewClusterWithIncrementalUpgrade, rayv1.NewCluster, rayv1.None)
+	if t := upgradeType(svc); t != nil && *t != rayv1.RayServiceUpgradeNone && *t != rayv1.RayServiceNewCluster && *t != rayv1.RayServiceNewClusterWithIncrementalUpgrade {
+		return fmt.Errorf("Spec.UpgradeStrategy.Type value %s is invalid, valid options are %s, %s, or %s", *t, rayv1.RayServiceNewClusterWithIncrementalUpgrade, rayv1.RayServiceNewCluster, rayv1.RayServiceUpgradeNone)
 	}
 	if d := s.RayClusterDeletionDelaySeconds; d != nil && *d < 0 {
 		return fmt.Errorf("Spec.RayClusterDeletionDelaySeconds should be a non-negative integer, got %d", *d)
 	}
-	if opts.IncrementalUpgrade && ptrEq(upgradeType(svc), rayv1.NewClusterWithIncrementalUpgrade) {
+	if opts.IncrementalUpgrade && ptrEq(upgradeType(svc), rayv1.RayServiceNewClusterWithIncrementalUpgrade) {
 		if err := clusterUpgradeOptions(svc); err != nil {
 			return err
 		}
 		return fmt.Errorf("%w: use upgradeStrategy type %s, or turn the gate off to have %s act as %s, as KubeRay does with the gate off",
-			NotImplemented("Spec.UpgradeStrategy.Type "+string(rayv1.NewClusterWithIncrementalUpgrade), features.RayServiceIncrementalUpgrade),
-			rayv1.NewCluster, rayv1.NewClusterWithIncrementalUpgrade, rayv1.None)
+			NotImplemented("Spec.UpgradeStrategy.Type "+string(rayv1.RayServiceNewClusterWithIncrementalUpgrade), features.RayServiceIncrementalUpgrade),
+			rayv1.RayServiceNewCluster, rayv1.RayServiceNewClusterWithIncrementalUpgrade, rayv1.RayServiceUpgradeNone)
 	}
 	if s.RayClusterSpec.UpgradeStrategy != nil {
 		return errors.New("spec.rayClusterConfig.upgradeStrategy is not supported: a RayService upgrades its clusters by spec.upgradeStrategy")

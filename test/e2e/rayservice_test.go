@@ -536,7 +536,7 @@ func TestRayServiceIncrementalUpgradeIsRefused(t *testing.T) {
 	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
 	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
 	sample.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
-	sample.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.NewClusterWithIncrementalUpgrade),
+	sample.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.RayServiceNewClusterWithIncrementalUpgrade),
 		ClusterUpgradeOptions: &rayv1.ClusterUpgradeOptions{MaxSurgePercent: ptr.To[int32](50), StepSizePercent: ptr.To[int32](10),
 			IntervalSeconds: ptr.To[int32](30), GatewayClassName: "istio"}}
 	svc := createService(t, sample)

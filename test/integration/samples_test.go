@@ -13,21 +13,29 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kray-project/kray/internal/kuberayref"
 	"github.com/kray-project/kray/internal/moddir"
 )
 
-// Every RayCluster manifest shipped in KubeRay v1.5.0's config/samples, and every one in kray's own
-// config/samples, is accepted by kray's CRD in a server-side dry run (what `kubectl apply --dry-run=server`
-// does).
+// Every ray.io/v1 manifest (RayCluster, RayJob, RayService, RayCronJob) shipped in the config/samples of
+// KubeRay v1.6.1 (the newest module the proxy serves) and v1.7.0 (reference data), and every one in kray's
+// own config/samples, is accepted by kray's CRDs in a server-side dry run (what `kubectl apply
+// --dry-run=server` does).
 func TestSamplesPassServerSideDryRun(t *testing.T) {
-	dir, err := moddir.Dir("github.com/ray-project/kuberay/ray-operator", "v1.5.0")
+	dir, err := moddir.Dir("github.com/ray-project/kuberay/ray-operator", "v1.6.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kuberay, _ := filepath.Glob(filepath.Join(dir, "config", "samples", "*.yaml"))
+	ref, err := kuberayref.Path(kuberayref.SamplesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v161, _ := filepath.Glob(filepath.Join(dir, "config", "samples", "*.yaml"))
+	v170, _ := filepath.Glob(filepath.Join(ref, "*.yaml"))
 	ours, _ := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	kuberay := append(v161, v170...)
 	ns := newNamespace(t)
-	seen := 0
+	seen := map[string]int{}
 	for _, file := range append(kuberay, ours...) {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -42,18 +50,20 @@ func TestSamplesPassServerSideDryRun(t *testing.T) {
 				}
 				t.Fatalf("%s: %v", file, err)
 			}
-			if obj.GetAPIVersion() != "ray.io/v1" || obj.GetKind() != "RayCluster" {
+			if obj.GetAPIVersion() != "ray.io/v1" {
 				continue
 			}
-			seen++
+			seen[obj.GetKind()]++
 			obj.SetNamespace(ns)
 			if err := k8s.Create(context.Background(), obj, client.DryRunAll); err != nil {
-				t.Errorf("%s: RayCluster %s rejected: %v", filepath.Base(file), obj.GetName(), err)
+				t.Errorf("%s: %s %s rejected: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
 			}
 		}
 	}
-	if seen < 20 {
-		t.Fatalf("only %d RayCluster manifests found; the samples' layout may have changed", seen)
+	for kind, least := range map[string]int{"RayCluster": 40, "RayJob": 30, "RayService": 24, "RayCronJob": 2} {
+		if seen[kind] < least {
+			t.Errorf("only %d %s manifests found, want at least %d; the samples' layout may have changed", seen[kind], kind, least)
+		}
 	}
-	t.Logf("%d RayCluster manifests accepted", seen)
+	t.Logf("manifests accepted: %v", seen)
 }

@@ -164,7 +164,7 @@ func specChange(rc *rayv1.RayCluster, svc *rayv1.RayService) change {
 // does not serve (as KubeRay v1.5.0 with its gate off).
 func newClusterOnChange(svc *rayv1.RayService, zeroDowntime bool) bool {
 	if s := svc.Spec.UpgradeStrategy; s != nil && s.Type != nil {
-		return *s.Type == rayv1.NewCluster
+		return *s.Type == rayv1.RayServiceNewCluster
 	}
 	return zeroDowntime
 }

@@ -228,9 +228,9 @@ func TestSpecChanges(t *testing.T) {
 			s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
 		}, "new"},
 		{"group removed", nil, func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs = nil }, "new"},
-		{"image, NewCluster", ptr.To(rayv1.NewCluster), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, "new"},
-		{"image, None", ptr.To(rayv1.None), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
-		{"image, incremental (not served)", ptr.To(rayv1.NewClusterWithIncrementalUpgrade), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
+		{"image, NewCluster", ptr.To(rayv1.RayServiceNewCluster), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, "new"},
+		{"image, None", ptr.To(rayv1.RayServiceUpgradeNone), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
+		{"image, incremental (not served)", ptr.To(rayv1.RayServiceNewClusterWithIncrementalUpgrade), func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, active := serving(t, func(s *rayv1.RayService) {
@@ -448,7 +448,7 @@ func TestInvalidSpec(t *testing.T) {
 func TestIncrementalUpgradeGate(t *testing.T) {
 	incremental := func(s *rayv1.RayService) {
 		s.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
-		s.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.NewClusterWithIncrementalUpgrade),
+		s.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.RayServiceNewClusterWithIncrementalUpgrade),
 			ClusterUpgradeOptions: &rayv1.ClusterUpgradeOptions{StepSizePercent: ptr.To[int32](10), IntervalSeconds: ptr.To[int32](30), GatewayClassName: "istio"}}
 	}
 	w := newWorld(service(incremental))
