@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -552,4 +553,60 @@ func TestRayServiceIncrementalUpgradeIsRefused(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(clusters.created()).To(BeEmpty())
 	}, 2*time.Second, poll).Should(Succeed())
+}
+
+// KubeRay v1.7's suspend of a serving RayService: Suspending, then its cluster and both Services deleted and
+// Suspended, with nothing left carrying its name; a change of mind while it suspends is acted on only once
+// it is suspended; resumed, it serves again from a new cluster.
+func TestRayServiceSuspendAndResume(t *testing.T) {
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	svc := createService(t, kubeRayServiceSample(t, "ray-service.sample.yaml", ns))
+	old := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	// A finalizer of the test's holds the cluster, so the suspend is seen in progress.
+	const hold = "e2e.kray.io/hold"
+	rc := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: old}, rc)).To(Succeed())
+	rc.Finalizers = append(rc.Finalizers, hold)
+	g.Expect(k8s.Update(context.Background(), rc)).To(Succeed())
+
+	updateService(t, svc, func(s *rayv1.RayService) { s.Spec.Suspend = true })
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		c := serviceCondition(cur, rayv1.RayServiceSuspending)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(string(rayv1.SuspendInProgress)))
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(BeEmpty())
+		g.Expect(cur.Status.NumServeEndpoints).To(BeZero())
+		g.Expect(eventMessages(g, cur, rayservice.EventDeletedService)).To(ConsistOf(
+			"Deleted the Service "+ns+"/rayservice-sample-head-svc during suspend", "Deleted the Service "+ns+"/rayservice-sample-serve-svc during suspend"))
+	}, serviceTimeout, poll).Should(Succeed())
+	updateService(t, svc, func(s *rayv1.RayService) { s.Spec.Suspend = false })
+	g.Consistently(func(g Gomega) {
+		g.Expect(meta.IsStatusConditionTrue(getService(g, svc).Status.Conditions, string(rayv1.RayServiceSuspending))).To(BeTrue())
+	}, 3*time.Second, poll).Should(Succeed(), "a suspend once begun completes")
+	updateService(t, svc, func(s *rayv1.RayService) { s.Spec.Suspend = true })
+
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: old}, rc)).To(Succeed())
+	rc.Finalizers = slices.DeleteFunc(rc.Finalizers, func(f string) bool { return f == hold })
+	g.Expect(k8s.Update(context.Background(), rc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, string(rayv1.RayServiceSuspended))).To(BeTrue())
+		g.Expect(serviceCondition(cur, rayv1.RayServiceReady).Reason).To(Equal(string(rayv1.SuspendComplete)))
+		left := map[string]client.ObjectList{"RayClusters": &rayv1.RayClusterList{}, "Services": &corev1.ServiceList{}}
+		for what, list := range left {
+			g.Expect(k8s.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+			g.Expect(meta.LenList(list)).To(BeZero(), "%s left", what)
+		}
+	}, serviceTimeout, poll).Should(Succeed())
+
+	updateService(t, svc, func(s *rayv1.RayService) { s.Spec.Suspend = false })
+	cur := waitServing(t, svc)
+	g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).NotTo(Equal(old))
+	c := serviceCondition(cur, rayv1.RayServiceSuspended)
+	g.Expect(c).NotTo(BeNil())
+	g.Expect(c.Reason).To(Equal(string(rayv1.RayServiceResumed)))
+	expectServesFrom(g, svc, "rayservice-sample-serve-svc", cur.Status.ActiveServiceStatus.RayClusterName)
 }

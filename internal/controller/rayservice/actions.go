@@ -60,7 +60,20 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		if err != nil {
 			return warning(shared.EventFailedToDeleteRayCluster, "Failed to delete the RayCluster %s: %v", ref, err), err
 		}
+		if a.Why != "" {
+			return normal(shared.EventDeletedRayCluster, "Deleted the RayCluster %s %s", ref, a.Why), nil
+		}
 		return normal(shared.EventDeletedRayCluster, "Deleted the RayCluster %s, which no longer serves", ref), nil
+	case DeleteService:
+		uid := a.Service.UID
+		err := r.Writer.Delete(ctx, a.Service, client.Preconditions{UID: &uid})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return warning(EventFailedToDeleteService, "Failed to delete the Service %s %s: %v", ref, a.Why, err), err
+		}
+		return normal(EventDeletedService, "Deleted the Service %s %s", ref, a.Why), nil
 	case MarkCluster:
 		var deadline *string
 		if !a.Deadline.IsZero() {

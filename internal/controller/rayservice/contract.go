@@ -45,7 +45,8 @@ type Observed struct {
 	ProxyHealthy map[string]bool
 	// ProxyErr is why a probed head pod's Serve proxy is not healthy, by pod name.
 	ProxyErr map[string]error
-	// HeadService and ServeService are the RayService's Services, nil when absent or not its own.
+	// HeadService and ServeService are the RayService's Services, nil when absent or not its own (a
+	// suspend deletes them).
 	HeadService, ServeService *corev1.Service
 	// Applied is the serveConfigV2 each cluster last accepted, by cluster name (kept in memory).
 	Applied map[string]string
@@ -70,7 +71,10 @@ const (
 	CreateCluster ActionKind = "CreateCluster"
 	// UpdateCluster rebuilds a cluster's spec, labels and annotations in place (Action.Cluster).
 	UpdateCluster ActionKind = "UpdateCluster"
+	// DeleteCluster deletes a cluster (Action.Why, when set, ends its event: "during suspend").
 	DeleteCluster ActionKind = "DeleteCluster"
+	// DeleteService deletes the head or serve Service Action.Service (a suspend's).
+	DeleteService ActionKind = "DeleteService"
 	// MarkCluster sets (Action.Deadline) or clears (zero) the deletion deadline of a cluster.
 	MarkCluster ActionKind = "MarkCluster"
 	// ApplyServe puts serveConfigV2 on the cluster named Action.Name.
@@ -89,7 +93,7 @@ type Action struct {
 	Cluster *rayv1.RayCluster
 	Pod     *corev1.Pod
 	Value   string
-	// Why says, for LabelHead, why a head leaves the serve Service.
+	// Why says, for LabelHead, why a head leaves the serve Service, and for a deletion why it is made.
 	Why      string
 	Service  *corev1.Service
 	Deadline time.Time

@@ -30,6 +30,9 @@ func Next(o Observed) Decision {
 		return d
 	}
 	st := &d.Status
+	if suspend(o, &d) {
+		return d
+	}
 	st.ObservedGeneration = svc.Generation
 	if c := meta.FindStatusCondition(st.Conditions, string(rayv1.RayServiceReady)); c != nil && c.Reason == string(rayv1.RayServiceInitializingTimeout) {
 		cleanUp(o, &d) // failed for good: every cluster goes, and nothing is polled

@@ -12,4 +12,6 @@ const (
 	EventUpdatedHeadPodServeLabel        = "UpdatedHeadPodServeLabel"
 	EventFailedToUpdateHeadPodServeLabel = "FailedToUpdateHeadPodServeLabel"
 	EventRayServiceInitializingTimeout   = "RayServiceInitializingTimeout"
+	EventDeletedService                  = "DeletedService"
+	EventFailedToDeleteService           = "FailedToDeleteService"
 )

@@ -15,7 +15,7 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayservices/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ray.io,resources=rayservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -26,8 +26,8 @@ import (
 // reference to it. RayClusters are created for a RayService (each name stored in its status first), updated
 // in place when only worker groups were appended, patched only to set or clear kray's deletion deadline
 // annotation on a cluster that no longer serves, and deleted once that deadline passed (only clusters it
-// owns, by UID precondition). The RayService's head and serve Services are created, and updated only to
-// follow the serving cluster; a Service whose create finds it existing is read once by name. Pods are read
+// owns, by UID precondition). The RayService's head and serve Services are created, updated only to
+// follow the serving cluster, and deleted only by a suspend (with every cluster of the RayService); a Service whose create finds it existing is read once by name. Pods are read
 // from the cache, and a head pod is patched only in its ray.io/serve label. A cluster's token auth Secret is
 // read by name, only for the Serve API calls of a cluster with token auth.
 
