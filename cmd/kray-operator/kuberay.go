@@ -24,6 +24,7 @@ const (
 
 	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
 	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
+	envStatusCheckTimeoutSeconds    = "RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS"
 )
 
 // kubeRayEnv are the flag defaults KubeRay's environment variables give.
@@ -31,19 +32,23 @@ type kubeRayEnv struct {
 	clusterDomain                                    string
 	initInjection, probes, loginShell, headClusterIP bool
 	redisCleanup, zeroDowntime, deleteJobs           bool
-	resync, grace                                    time.Duration
+	resync, grace, statusCheck                       time.Duration
+	// warnings are KubeRay settings read as KubeRay reads them where that ignores a value.
+	warnings []string
 }
 
 // kubeRayEnvDefaults reads KubeRay's environment: a switch on by default is off only when "false" and one
 // off by default on only when "true" (any case), as in KubeRay; an empty CLUSTER_DOMAIN is the default
 // domain; a requeue period that is not a number is the default 300 s, as in KubeRay, and one below 1 s is
 // refused (kray always resyncs); a transition grace period that is not a positive whole number of seconds is
-// refused rather than ignored.
+// refused rather than ignored; a job status check timeout that is not a positive whole number of seconds is
+// the default 300 s, as in KubeRay, with a warning.
 func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
 	e := kubeRayEnv{
 		zeroDowntime:  !strings.EqualFold(getenv(constants.EnvEnableZeroDowntime), "false"),
 		deleteJobs:    strings.EqualFold(getenv(envDeleteRayJobAfterJobFinishes), "true"),
 		grace:         rayjob.DefaultTransitionGracePeriod,
+		statusCheck:   rayjob.DefaultStatusCheckTimeout,
 		clusterDomain: constants.DefaultClusterDomain,
 		initInjection: !strings.EqualFold(getenv(envInitContainerInjection), "false"),
 		probes:        !strings.EqualFold(getenv(envProbesInjection), "false"),
@@ -61,6 +66,13 @@ func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
 			return e, fmt.Errorf("%s must be a positive whole number of seconds, got %q", envTransitionGracePeriodSeconds, v)
 		}
 		e.grace = time.Duration(n) * time.Second
+	}
+	if v := getenv(envStatusCheckTimeoutSeconds); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			e.statusCheck = time.Duration(n) * time.Second
+		} else {
+			e.warnings = append(e.warnings, fmt.Sprintf("%s=%q is not a positive whole number of seconds: the default %s applies, as in KubeRay", envStatusCheckTimeoutSeconds, v, rayjob.DefaultStatusCheckTimeout))
+		}
 	}
 	if n, err := strconv.Atoi(getenv(envRequeueSeconds)); err == nil {
 		if n < 1 {

@@ -49,6 +49,7 @@ type options struct {
 	jobWorkers    int
 	deleteJobs    bool
 	jobGrace      time.Duration
+	statusCheck   time.Duration
 	qps           float64
 	burst         int
 	namespaces    string
@@ -82,6 +83,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.IntVar(&o.jobWorkers, "rayjob-max-concurrent-reconciles", 4, "RayJobs reconciled in parallel, by workers of their own, so RayJobs waiting on slow dashboards never hold up RayClusters")
 	fs.BoolVar(&o.deleteJobs, "delete-rayjob-cr-after-job-finishes", kenv.deleteJobs, "shutdownAfterJobFinishes deletes the RayJob itself (and with it everything made for it), not only its cluster; default from "+envDeleteRayJobAfterJobFinishes)
 	fs.DurationVar(&o.jobGrace, "rayjob-deployment-status-transition-grace-period", kenv.grace, "how long a RayJob may stay Running after its Ray job ended before it is ended anyway; default from "+envTransitionGracePeriodSeconds+" (seconds), else 5m")
+	fs.DurationVar(&o.statusCheck, "rayjob-status-check-timeout", kenv.statusCheck, "how long the reads of a running Ray job's status from the dashboard may keep failing before its RayJob fails with JobStatusCheckTimeoutExceeded; default from "+envStatusCheckTimeoutSeconds+" (seconds), else 5m")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side QPS limit towards the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst limit towards the API server")
 	fs.StringVar(&o.namespaces, "watch-namespaces", "", "comma-separated namespaces to watch; empty watches all")
@@ -112,7 +114,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	if err != nil {
 		return o, zopts, err
 	}
-	o.warnings = warnings
+	o.warnings = append(kenv.warnings, warnings...)
 	if o.resync < time.Second {
 		return o, zopts, fmt.Errorf("--raycluster-resync-period must be at least 1s, got %s", o.resync)
 	}
@@ -129,6 +131,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	}
 	if o.jobWorkers < 1 {
 		return o, zopts, fmt.Errorf("--rayjob-max-concurrent-reconciles must be at least 1, got %d", o.jobWorkers)
+	}
+	if o.statusCheck < time.Second {
+		return o, zopts, fmt.Errorf("--rayjob-status-check-timeout must be at least 1s, got %s", o.statusCheck)
 	}
 	if o.jobGrace < time.Second {
 		return o, zopts, fmt.Errorf("--rayjob-deployment-status-transition-grace-period must be at least 1s, got %s", o.jobGrace)
@@ -229,6 +234,7 @@ func run(o options) error {
 
 		DeleteRayJobOnShutdown: o.deleteJobs,
 		TransitionGracePeriod:  o.jobGrace,
+		StatusCheckTimeout:     o.statusCheck,
 	}
 	if err := jobs.SetupWithManager(mgr, o.jobWorkers); err != nil {
 		return fmt.Errorf("set up RayJob controller: %w", err)

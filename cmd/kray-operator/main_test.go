@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,35 @@ func TestRayJobSettingsFromKubeRaysEnvironment(t *testing.T) {
 			}
 			if o.deleteJobs != tt.wantDelete || o.jobGrace != tt.wantGrace {
 				t.Errorf("delete %t grace %s, want %t %s", o.deleteJobs, o.jobGrace, tt.wantDelete, tt.wantGrace)
+			}
+		})
+	}
+}
+
+// KubeRay v1.7's RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, read as KubeRay reads it: a value that is not a positive
+// number of seconds is the default, said in a warning; the flag overrides it.
+func TestRayJobStatusCheckTimeoutFromKubeRaysEnvironment(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    time.Duration
+		warning bool
+	}{
+		{name: "default", want: 5 * time.Minute},
+		{name: "KubeRay's env", env: map[string]string{envStatusCheckTimeoutSeconds: "60"}, want: time.Minute},
+		{name: "zero is the default, as in KubeRay", env: map[string]string{envStatusCheckTimeoutSeconds: "0"}, want: 5 * time.Minute, warning: true},
+		{name: "not a number", env: map[string]string{envStatusCheckTimeoutSeconds: "1m"}, want: 5 * time.Minute, warning: true},
+		{name: "the flag wins", env: map[string]string{envStatusCheckTimeoutSeconds: "60"}, args: []string{"--rayjob-status-check-timeout=90s"}, want: 90 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parse(t, tt.env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := slices.ContainsFunc(o.warnings, func(w string) bool { return strings.Contains(w, envStatusCheckTimeoutSeconds) })
+			if o.statusCheck != tt.want || warned != tt.warning {
+				t.Errorf("timeout %s (warned %t), want %s (warned %t)", o.statusCheck, warned, tt.want, tt.warning)
 			}
 		})
 	}

@@ -25,6 +25,10 @@ const (
 	// DefaultTransitionGracePeriod is how long after the Ray job ended the RayJob may stay Running, unless the
 	// operator is told otherwise (KubeRay's RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS).
 	DefaultTransitionGracePeriod = 300 * time.Second
+	// DefaultStatusCheckTimeout is how long the reads of a running job's status from the dashboard may keep
+	// failing before the attempt fails with JobStatusCheckTimeoutExceeded, unless the operator is told
+	// otherwise (KubeRay v1.7's RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS).
+	DefaultStatusCheckTimeout = 300 * time.Second
 )
 
 // Status messages that KubeRay writes word for word.
@@ -78,6 +82,8 @@ type Observed struct {
 	DeleteRayJobOnShutdown bool
 	// TransitionGracePeriod replaces DefaultTransitionGracePeriod when positive.
 	TransitionGracePeriod time.Duration
+	// StatusCheckTimeout replaces DefaultStatusCheckTimeout when positive.
+	StatusCheckTimeout time.Duration
 	// DashboardFailures is how many reads of the dashboard in a row have failed for this RayJob, this one
 	// included; each doubles the wait before the next.
 	DashboardFailures int

@@ -200,6 +200,31 @@ func pastDeadline(o Observed, d *Decision, seconds *int32, reason rayv1.JobFaile
 	return true
 }
 
+// statusChecksTimedOut fails an attempt whose job status reads from the dashboard have kept failing for the
+// job status check timeout since the first of them (KubeRay v1.7's JobStatusCheckTimeoutExceeded; like a
+// passed activeDeadlineSeconds, it is not retried).
+func statusChecksTimedOut(o Observed, d *Decision) bool {
+	st := &d.Status
+	if st.JobStatusCheckFailureStartTime == nil {
+		return false
+	}
+	timeout, since := statusCheckTimeout(o), st.JobStatusCheckFailureStartTime.Time
+	if o.Now.Before(since.Add(timeout)) {
+		return false
+	}
+	failJob(d, rayv1.JobStatusCheckTimeoutExceeded, fmt.Sprintf("Job status checks have been failing since %s; exceeded timeout of %ds",
+		since.Format(time.DateTime), int(timeout.Seconds())))
+	return true
+}
+
+// statusCheckTimeout is o's job status check timeout, DefaultStatusCheckTimeout unless set.
+func statusCheckTimeout(o Observed) time.Duration {
+	if o.StatusCheckTimeout > 0 {
+		return o.StatusCheckTimeout
+	}
+	return DefaultStatusCheckTimeout
+}
+
 // failJob moves the RayJob to Failed with reason and message.
 func failJob(d *Decision, reason rayv1.JobFailedReason, message string) {
 	d.Status.JobDeploymentStatus = rayv1.JobDeploymentStatusFailed
@@ -225,6 +250,9 @@ func running(o Observed, d *Decision) {
 		}
 		st.Reason = rayv1.JobDeploymentStatusTransitionGracePeriodExceeded
 		st.Message = msgGracePeriodExceeded
+		return
+	}
+	if statusChecksTimedOut(o, d) {
 		return
 	}
 	if o.Cluster == nil {
@@ -277,10 +305,15 @@ func running(o Observed, d *Decision) {
 		return
 	case o.JobInfoErr != nil:
 		st.Message = fmt.Sprintf("Cannot read the Ray job's status from the dashboard: %v", o.JobInfoErr)
+		if st.JobStatusCheckFailureStartTime == nil {
+			st.JobStatusCheckFailureStartTime = &metav1.Time{Time: o.Now}
+		}
+		d.wantRequeue(st.JobStatusCheckFailureStartTime.Add(statusCheckTimeout(o)).Sub(o.Now))
 		return
 	case o.JobInfo == nil:
 		return
 	}
+	st.JobStatusCheckFailureStartTime = nil
 	info := o.JobInfo
 	st.JobStatus = info.Status
 	st.Message = info.Message
@@ -432,6 +465,7 @@ func tearDown(o Observed, d *Decision) {
 	st.Message = ""
 	st.Reason = ""
 	st.RayJobStatusInfo = rayv1.RayJobStatusInfo{}
+	st.JobStatusCheckFailureStartTime = nil
 	st.JobStatus = rayv1.JobStatusNew
 	if st.JobDeploymentStatus == rayv1.JobDeploymentStatusSuspending {
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusSuspended
@@ -458,7 +492,8 @@ func ended(o Observed, before rayv1.JobDeploymentStatus, d *Decision) {
 		st.Succeeded = ptr.To(ptr.Deref(st.Succeeded, 0) + 1)
 	}
 	limit := o.Job.Spec.BackoffLimit
-	if now == rayv1.JobDeploymentStatusFailed && limit != nil && *st.Failed < *limit+1 && st.Reason != rayv1.DeadlineExceeded {
+	if now == rayv1.JobDeploymentStatusFailed && limit != nil && *st.Failed < *limit+1 &&
+		st.Reason != rayv1.DeadlineExceeded && st.Reason != rayv1.JobStatusCheckTimeoutExceeded {
 		st.JobDeploymentStatus = rayv1.JobDeploymentStatusRetrying
 		return
 	}

@@ -628,6 +628,39 @@ func TestPollBacksOffWhileTheDashboardFails(t *testing.T) {
 	}
 }
 
+// KubeRay v1.7's job status check timeout: the first failed read of the job's status is stored, a
+// successful one clears it, and reads failing for the timeout fail the attempt for good (no retry, as for
+// DeadlineExceeded), with KubeRay's reason and words.
+func TestStatusChecksFailingForTheTimeoutFailTheAttempt(t *testing.T) {
+	job := newJob(mode(rayv1.HTTPMode), inState(rayv1.JobDeploymentStatusRunning), func(j *rayv1.RayJob) {
+		j.Status.JobStatus = rayv1.JobStatusRunning
+		j.Spec.BackoffLimit = ptr.To[int32](3)
+	})
+	rc := ownedCluster(job, rayv1.Ready)
+	o := Observed{Job: job, Cluster: rc, HeadService: HeadService(job, rc, builder.Options{}), JobInfoErr: errors.New("connection refused"),
+		DashboardFailures: 1, Now: t0, StatusCheckTimeout: time.Minute}
+	d := Next(o)
+	if got := d.Status.JobStatusCheckFailureStartTime; got == nil || !got.Time.Equal(t0) || d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("first failure: start %v, %s; want it stored and still Running", got, d.Status.JobDeploymentStatus)
+	}
+	job.Status = d.Status
+	o.Job, o.Now, o.DashboardFailures = job, t0.Add(30*time.Second), 5
+	if d = Next(o); !d.Status.JobStatusCheckFailureStartTime.Time.Equal(t0) || d.RequeueAfter > 30*time.Second {
+		t.Errorf("failing for 30s: start %v, requeue %s; want the first failure's time kept and a wake-up by the timeout", d.Status.JobStatusCheckFailureStartTime, d.RequeueAfter)
+	}
+	ok := o
+	ok.JobInfoErr, ok.JobInfo = nil, &dashboard.JobInfo{Status: rayv1.JobStatusRunning}
+	if d := Next(ok); d.Status.JobStatusCheckFailureStartTime != nil {
+		t.Errorf("a successful read left the failure start %v", d.Status.JobStatusCheckFailureStartTime)
+	}
+	o.Now = t0.Add(time.Minute)
+	d = Next(o)
+	if d.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusFailed || d.Status.Reason != rayv1.JobStatusCheckTimeoutExceeded ||
+		d.Status.Message != "Job status checks have been failing since 2026-11-30 12:00:00; exceeded timeout of 60s" {
+		t.Errorf("after the timeout: %s %s %q", d.Status.JobDeploymentStatus, d.Status.Reason, d.Status.Message)
+	}
+}
+
 // A K8sJobMode attempt whose submitter still runs is polled at PollInterval however long the dashboard
 // fails: its next submitter pod could submit again on a new head, which the poll must see first.
 func TestNoBackoffWhileASubmitterRuns(t *testing.T) {

@@ -59,6 +59,8 @@ type Reconciler struct {
 	// RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS (see Observed).
 	DeleteRayJobOnShutdown bool
 	TransitionGracePeriod  time.Duration
+	// StatusCheckTimeout is KubeRay's RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS (see Observed).
+	StatusCheckTimeout time.Duration
 	// Clock is the reconciler's time; nil is the wall clock.
 	Clock clock.PassiveClock
 	// Suffix defaults to a 5-character random string.
@@ -183,7 +185,7 @@ func observeMetrics(job *rayv1.RayJob, stored rayv1.RayJobStatus, now time.Time)
 // A failed read of the dashboard is counted in o.DashboardFailures, and a successful one resets the count.
 func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed, err error) {
 	o = Observed{Job: job, Now: r.now(), Suffix: r.suffix(), Options: r.Options, DeletionPolicy: r.DeletionPolicy, ClusterValidation: r.ClusterValidation,
-		DeleteRayJobOnShutdown: r.DeleteRayJobOnShutdown, TransitionGracePeriod: r.TransitionGracePeriod}
+		DeleteRayJobOnShutdown: r.DeleteRayJobOnShutdown, TransitionGracePeriod: r.TransitionGracePeriod, StatusCheckTimeout: r.StatusCheckTimeout}
 	defer func() {
 		failed := o.JobInfoErr != nil && !errors.Is(o.JobInfoErr, dashboard.ErrNotFound)
 		o.DashboardFailures = r.failures.record(ctrl.ObjectKeyFromObject(job), failed)
