@@ -25,7 +25,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/rayjob"
 	"github.com/kray-project/kray/internal/controller/shared"
-	"github.com/kray-project/kray/internal/moddir"
+	"github.com/kray-project/kray/internal/kuberayref"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -591,14 +591,15 @@ func TestKubeRayRayJobSamplesComplete(t *testing.T) {
 	}
 }
 
-// kubeRaySamplesDir is config/samples of the KubeRay release whose API kray serves.
+// kubeRaySamplesDir holds the sample manifests of KubeRay v1.7.0, the newest release, kept as reference
+// data (the Go module proxy serves KubeRay's module up to v1.6.1).
 func kubeRaySamplesDir(t *testing.T) string {
 	t.Helper()
-	dir, err := moddir.Dir("github.com/ray-project/kuberay/ray-operator", "v1.5.0")
+	dir, err := kuberayref.Path(kuberayref.SamplesDir)
 	if err != nil {
-		t.Fatalf("locating KubeRay's module: %v", err)
+		t.Fatal(err)
 	}
-	return filepath.Join(dir, "config", "samples")
+	return dir
 }
 
 // kubeRayJobSample is the RayJob of KubeRay's sample file, placed in ns.
