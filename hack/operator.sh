@@ -12,7 +12,8 @@
 #   status      exit 0 when the operator is running
 #   prepare     only the first step of start: kray's CRDs (applied and established), config/rbac, the
 #               ServiceAccount kubeconfig
-# Environment: KRAY_OPERATOR_ARGS (extra flags), KRAY_OPERATOR_PROBE_PORT (default 28081),
+# Environment: KRAY_OPERATOR_ARGS (extra flags), KRAY_OPERATOR_CONFIG (a KubeRay Configuration file passed
+# with --config instead of the metrics and probe flags), KRAY_OPERATOR_PROBE_PORT (default 28081),
 # KRAY_OPERATOR_INSTANCE (a name for a second replica, e.g. for leader election tests: its own PID file and
 # log, kray-operator-<name>.pid/.log; give it its own KRAY_OPERATOR_PROBE_PORT).
 set -euo pipefail
@@ -49,8 +50,13 @@ prepare() {
 }
 
 args() {
-  printf '%s\n' --kubeconfig="${SA_KUBECONFIG}" --metrics-bind-address=0 \
-    --health-probe-bind-address="127.0.0.1:${PROBE_PORT}" --zap-log-level=info
+  printf '%s\n' --kubeconfig="${SA_KUBECONFIG}" --zap-log-level=info
+  if [[ -n "${KRAY_OPERATOR_CONFIG:-}" ]]; then
+    # The file sets the metrics and probe addresses (probeAddr must be 127.0.0.1:PROBE_PORT to be waited for).
+    printf '%s\n' --config="${KRAY_OPERATOR_CONFIG}"
+  else
+    printf '%s\n' --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:${PROBE_PORT}"
+  fi
   # shellcheck disable=SC2086
   [[ -n "${KRAY_OPERATOR_ARGS:-}" ]] && printf '%s\n' ${KRAY_OPERATOR_ARGS}
   return 0

@@ -114,7 +114,7 @@ func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
 	fs.StringVar(&k.logStdoutEncoder, "log-stdout-encoder", "", "KubeRay's name for --zap-encoder (json or console)")
 	fs.StringVar(&k.logFilePath, "log-file-path", "", "KubeRay's log file: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.logFileEncoder, "log-file-encoder", "", "KubeRay's log file encoder: not supported by kray (it logs to stderr)")
-	fs.StringVar(&k.config, "config", "", "KubeRay's Configuration file: not supported by kray yet")
+	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): its fields replace the flags that set the same things, which may not be given beside it; unset fields take KubeRay's defaults")
 	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler: not supported by kray yet")
 	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated batch scheduler switch: not supported by kray yet")
 	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")
@@ -129,6 +129,13 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var warnings []string
 	var errs []error
+	if k.config != "" {
+		w, err := applyConfiguration(k.config, fs, set, o)
+		if err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, w...)
+	}
 	if set["metrics-addr"] {
 		o.metricsAddr, o.secureMetrics = k.metricsAddr, false // KubeRay's endpoint, as its chart probes it
 	}
@@ -151,7 +158,6 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 		flag string
 		why  string
 	}{
-		{k.config != "", "--config", "KubeRay's Configuration file is not supported by kray yet: pass its settings as flags"},
 		{k.batchScheduler != "" || k.enableBatch, "--batch-scheduler/--enable-batch-scheduler", "batch schedulers are not supported by kray yet"},
 		{k.kubernetesProxy, "--use-kubernetes-proxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address"},
 		{k.logFilePath != "", "--log-file-path", "kray logs to stderr only"},

@@ -67,6 +67,8 @@ type options struct {
 	headClusterIP bool
 	resync        time.Duration
 	gates         featuregate.MutableFeatureGate
+	// podDefaults are what a Configuration file adds to every Ray pod.
+	podDefaults builder.PodDefaults
 	// warnings are said at start: settings accepted from KubeRay that kray does not act on.
 	warnings []string
 }
@@ -205,7 +207,8 @@ func run(o options) error {
 		Writer:    shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Events:    shared.Events{Recorder: mgr.GetEventRecorderFor(constants.ControllerName)},
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
-			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP},
+			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP,
+			PodDefaults: o.podDefaults},
 		ResyncPeriod: o.resync,
 		Ray:          &ray.GRPCDialer{},
 

@@ -137,7 +137,7 @@ func TestKubeRayFlagNames(t *testing.T) {
 		t.Errorf("kray's defaults: leader election %t, secure %t, metrics %s, %v", o.leaderElect, o.secureMetrics, o.metricsAddr, err)
 	}
 	for args, want := range map[string]string{
-		"--config=/etc/kuberay/config.yaml": "--config: KubeRay's Configuration file is not supported by kray yet",
+		"--config=/etc/kuberay/config.yaml": "read the Configuration file: open /etc/kuberay/config.yaml: no such file or directory",
 		"--batch-scheduler=volcano":         "batch schedulers are not supported by kray yet",
 		"--enable-batch-scheduler":          "batch schedulers are not supported by kray yet",
 		"--use-kubernetes-proxy":            "--use-kubernetes-proxy",

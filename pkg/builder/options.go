@@ -6,6 +6,8 @@
 package builder
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -26,6 +28,21 @@ type Options struct {
 	// HeadClusterIPService gives the default head Service a cluster IP instead of making it headless
 	// (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE).
 	HeadClusterIPService bool
+	// PodDefaults are what the operator's Configuration file adds to every Ray pod (KubeRay's
+	// headSidecarContainers, workerSidecarContainers, defaultContainerEnvs, defaultPodLabels and
+	// defaultPodAnnotations).
+	PodDefaults PodDefaults
+}
+
+// PodDefaults are platform-wide additions to Ray pods. A label, annotation or env var the pod already has,
+// from the user or from kray, wins over a default of the same name.
+type PodDefaults struct {
+	// HeadSidecars and WorkerSidecars are appended to the containers of head and worker pods.
+	HeadSidecars, WorkerSidecars []corev1.Container
+	// Env is added to the Ray container of every pod.
+	Env []corev1.EnvVar
+	// Labels and Annotations are added to every pod.
+	Labels, Annotations map[string]string
 }
 
 func (o Options) clusterDomain() string {

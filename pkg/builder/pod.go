@@ -69,6 +69,7 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 		addEmptyDir(&tmpl.Spec, RayLogsVolumeName, RayLogsMountPath, "", nil,
 			&tmpl.Spec.Containers[constants.RayContainerIndex], &tmpl.Spec.Containers[len(tmpl.Spec.Containers)-1])
 	}
+	opts.PodDefaults.apply(&tmpl, opts.PodDefaults.HeadSidecars)
 	return tmpl
 }
 
@@ -94,6 +95,7 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	configureFT(rc, &tmpl, params, false)
 	configureAuth(rc, &tmpl)
 	finishPod(rc, &tmpl, params, false, opts)
+	opts.PodDefaults.apply(&tmpl, opts.PodDefaults.WorkerSidecars)
 	return tmpl
 }
 
@@ -120,6 +122,7 @@ func finishPod(rc *rayv1.RayCluster, tmpl *corev1.PodTemplateSpec, params map[st
 	for i := range tmpl.Spec.InitContainers {
 		appendEnvIfAbsent(&tmpl.Spec.InitContainers[i], corev1.EnvVar{Name: envFQRayIP, Value: fqdn}, corev1.EnvVar{Name: envRayIP, Value: names.HeadService(rc.Name)})
 	}
+	appendEnvIfAbsent(ray, opts.PodDefaults.Env...)
 	setRayContainerEnv(rc, ray, head, start, opts)
 	if !opts.NoProbesInjection {
 		addProbes(rc, ray, head, params)
