@@ -73,7 +73,8 @@ func TestConfigurationFileRefusals(t *testing.T) {
 		args       []string
 		want       string
 	}{
-		{"a flag the file also sets", "qps: 5\n", []string{"--qps=10", "--leader-elect"}, "--leader-elect, --qps set what the Configuration file sets"},
+		{"a flag the file also sets", "qps: 5\nenableLeaderElection: true\n", []string{"--qps=10", "--leader-elect", "--kube-api-burst=7"},
+			"--leader-elect (the file's enableLeaderElection), --qps (the file's qps) set what the Configuration file sets"},
 		{"an unknown field", "reconcileConcurency: 2\n", nil, `unknown field "reconcileConcurency"`},
 		{"a log file", "logFile: /var/log/kuberay.log\n", nil, "logFile: kray logs to stderr only"},
 		{"a batch scheduler", "batchScheduler: volcano\n", nil, "batch schedulers are not supported by kray yet"},
@@ -87,6 +88,21 @@ func TestConfigurationFileRefusals(t *testing.T) {
 				t.Errorf("error %v, want one naming %s and saying %q", err, path, tt.want)
 			}
 		})
+	}
+}
+
+// A field the file leaves out keeps its flag (kray's chart passes its settings as flags and the pod defaults
+// in the file), else takes KubeRay's default.
+func TestConfigurationFileLeavesOutFieldsToFlags(t *testing.T) {
+	path := writeConfig(t, "defaultPodLabels: {cost-center: ml}\n")
+	o, err := parse(t, nil, "--config", path, "--metrics-bind-address=:8443", "--metrics-secure=true", "--leader-elect=false", "--max-concurrent-reconciles=4", "--kube-api-qps=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.metricsAddr, o.secureMetrics, o.probeAddr, o.leaderElect, o.concurrency, o.jobWorkers, o.qps, o.burst, o.podDefaults.Labels["cost-center"]}
+	want := []any{":8443", true, ":8082", false, 4, 4, 50.0, 200, "ml"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("settings (-want +got):\n%s", diff)
 	}
 }
 

@@ -25,6 +25,10 @@ const (
 	envDeleteRayJobAfterJobFinishes = "DELETE_RAYJOB_CR_AFTER_JOB_FINISHES"
 	envTransitionGracePeriodSeconds = "RAYJOB_DEPLOYMENT_STATUS_TRANSITION_GRACE_PERIOD_SECONDS"
 	envStatusCheckTimeoutSeconds    = "RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS"
+
+	envRandomPodDelete          = "ENABLE_RANDOM_POD_DELETE"
+	envDeterministicHeadPodName = "ENABLE_DETERMINISTIC_HEAD_POD_NAME"
+	envIngressOnOpenShift       = "USE_INGRESS_ON_OPENSHIFT"
 )
 
 // kubeRayEnv are the flag defaults KubeRay's environment variables give.
@@ -74,6 +78,15 @@ func kubeRayEnvDefaults(getenv func(string) string) (kubeRayEnv, error) {
 			e.warnings = append(e.warnings, fmt.Sprintf("%s=%q is not a positive whole number of seconds: the default %s applies, as in KubeRay", envStatusCheckTimeoutSeconds, v, rayjob.DefaultStatusCheckTimeout))
 		}
 	}
+	if strings.EqualFold(getenv(envRandomPodDelete), "true") {
+		e.warnings = append(e.warnings, envRandomPodDelete+"=true: kray never deletes workers at random; without autoscaling CloneSet chooses which go, with it only the pods the autoscaler names")
+	}
+	if strings.EqualFold(getenv(envDeterministicHeadPodName), "false") {
+		e.warnings = append(e.warnings, envDeterministicHeadPodName+"=false: the head pod is always <cluster>-head-0 in kray")
+	}
+	if getenv(envIngressOnOpenShift) != "" {
+		e.warnings = append(e.warnings, envIngressOnOpenShift+" is set: kray makes Ingresses only, never OpenShift Routes")
+	}
 	if n, err := strconv.Atoi(getenv(envRequeueSeconds)); err == nil {
 		if n < 1 {
 			return e, fmt.Errorf("%s must be at least 1 (seconds), got %d", envRequeueSeconds, n)
@@ -114,7 +127,7 @@ func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
 	fs.StringVar(&k.logStdoutEncoder, "log-stdout-encoder", "", "KubeRay's name for --zap-encoder (json or console)")
 	fs.StringVar(&k.logFilePath, "log-file-path", "", "KubeRay's log file: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.logFileEncoder, "log-file-encoder", "", "KubeRay's log file encoder: not supported by kray (it logs to stderr)")
-	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): its fields replace the flags that set the same things, which may not be given beside it; unset fields take KubeRay's defaults")
+	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): a field it sets may not also be given as a flag; a field it leaves out keeps its flag, else takes KubeRay's default")
 	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler: not supported by kray yet")
 	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated batch scheduler switch: not supported by kray yet")
 	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")

@@ -3,6 +3,7 @@
 package operatorconfig
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -58,7 +59,13 @@ type Configuration struct {
 	DefaultContainerEnvs    []corev1.EnvVar    `json:"defaultContainerEnvs,omitempty"`
 	DefaultPodLabels        map[string]string  `json:"defaultPodLabels,omitempty"`
 	DefaultPodAnnotations   map[string]string  `json:"defaultPodAnnotations,omitempty"`
+
+	// fields are the JSON names of the fields the file sets.
+	fields map[string]bool
 }
+
+// Sets reports whether the file sets the field of JSON name field (as opposed to leaving it to its default).
+func (c *Configuration) Sets(field string) bool { return c.fields[field] }
 
 // Load reads the Configuration file at path, strictly: an unknown or misspelled field, a value of the wrong
 // type or another apiVersion or kind is an error naming the file (KubeRay ignores unknown fields, so a typo
@@ -91,6 +98,14 @@ func Parse(data []byte) (*Configuration, error) {
 		}
 		if err := errors.Join(strict...); err != nil {
 			return nil, err
+		}
+		var present map[string]json.RawMessage
+		if err := json.Unmarshal(js, &present); err != nil {
+			return nil, err
+		}
+		c.fields = map[string]bool{}
+		for k := range present {
+			c.fields[k] = true
 		}
 	}
 	if c.APIVersion != "" && c.APIVersion != APIVersion {

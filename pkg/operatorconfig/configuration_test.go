@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -72,10 +73,22 @@ defaultPodAnnotations:
 			}
 			want := defaults // the cases replace the pointers, never write through them
 			tt.want(&want)
-			if diff := cmp.Diff(&want, got); diff != "" {
+			if diff := cmp.Diff(&want, got, cmpopts.IgnoreUnexported(Configuration{})); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestSetsTellsTheFieldsTheFileGives(t *testing.T) {
+	c, err := Parse([]byte("apiVersion: config.ray.io/v1alpha1\nkind: Configuration\nqps: 10\nenableLeaderElection: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]bool{"qps": true, "enableLeaderElection": true, "burst": false, "metricsAddr": false} {
+		if c.Sets(field) != want {
+			t.Errorf("Sets(%q) = %t, want %t", field, !want, want)
+		}
 	}
 }
 
