@@ -14,6 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kray-project/kray/pkg/operatorconfig"
 )
 
 // The chart ships a copy of the generated CRD (Helm installs crds/ before templates); the copy must be the
@@ -106,9 +108,8 @@ func TestChartRender(t *testing.T) {
 	defaultArgs := []string{
 		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8443",
 		"--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
-		"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s",
-		"--rayservice-max-concurrent-reconciles=4", "--enable-zero-downtime=true", "--kube-api-qps=50",
-		"--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info", "--zap-encoder=json",
+		"--rayjob-max-concurrent-reconciles=4", "--rayservice-max-concurrent-reconciles=4", "--kube-api-qps=50",
+		"--kube-api-burst=100", "--zap-log-level=info", "--zap-encoder=json",
 	}
 	cases := []struct {
 		name   string
@@ -191,10 +192,8 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			args: []string{
 				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
-				"--rayjob-max-concurrent-reconciles=4", "--delete-rayjob-cr-after-job-finishes=false", "--rayjob-deployment-status-transition-grace-period=300s",
-				"--rayservice-max-concurrent-reconciles=4", "--enable-zero-downtime=true",
-				"--kube-api-qps=50", "--kube-api-burst=100", "--cluster-domain=cluster.local", "--zap-log-level=info",
-				"--zap-encoder=json",
+				"--rayjob-max-concurrent-reconciles=4", "--rayservice-max-concurrent-reconciles=4",
+				"--kube-api-qps=50", "--kube-api-burst=100", "--zap-log-level=info", "--zap-encoder=json",
 			},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				if c := container(t, deployment(t, objs)); hasPort(c, "metrics") {
@@ -246,6 +245,58 @@ imagePullSecrets: [{name: regcred}]
 				}
 				if pod.Annotations["example.com/team"] != "ray" || pod.Labels["team"] != "ray" {
 					t.Errorf("pod metadata not rendered: %+v", pod.ObjectMeta)
+				}
+			},
+		},
+		{
+			name: "KubeRay's env and configuration values", rel: defaultRelease,
+			values: `
+env: [{name: CLUSTER_DOMAIN, value: corp.example}, {name: RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS, value: "60"}]
+configuration:
+  enabled: true
+  workerSidecarContainers: [{name: log-shipper, image: fluent/fluent-bit:1.9.6}]
+  defaultContainerEnvs: [{name: PLATFORM, value: gpu}]
+  defaultPodLabels: {cost-center: ml}
+`,
+			kinds: append(slices.Clone(base), "ConfigMap"),
+			args:  append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--config=/etc/kray/config.yaml", "--zap-log-level=info", "--zap-encoder=json"),
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				d := deployment(t, objs)
+				c := container(t, d)
+				if len(c.Env) != 2 || c.Env[0].Name != "CLUSTER_DOMAIN" || c.Env[0].Value != "corp.example" {
+					t.Errorf("env %v, want the values' env", c.Env)
+				}
+				if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/kray" || len(d.Spec.Template.Spec.Volumes) != 1 ||
+					d.Spec.Template.Spec.Volumes[0].ConfigMap == nil || d.Spec.Template.Spec.Volumes[0].ConfigMap.Name != "kray-config" {
+					t.Errorf("the Configuration is not mounted: mounts %v, volumes %v", c.VolumeMounts, d.Spec.Template.Spec.Volumes)
+				}
+				cm := find(t, objs, "ConfigMap")
+				file, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+				cfg, err := operatorconfig.Parse([]byte(file))
+				if err != nil {
+					t.Fatalf("the chart's Configuration does not load: %v\n%s", err, file)
+				}
+				if len(cfg.WorkerSidecarContainers) != 1 || cfg.DefaultPodLabels["cost-center"] != "ml" || cfg.DefaultContainerEnvs[0].Value != "gpu" {
+					t.Errorf("Configuration %+v", cfg)
+				}
+				for _, f := range []string{"metricsAddr", "probeAddr", "enableLeaderElection", "reconcileConcurrency", "qps", "burst", "watchNamespace"} {
+					if cfg.Sets(f) {
+						t.Errorf("the chart's Configuration sets %s, which the chart passes as a flag", f)
+					}
+				}
+			},
+		},
+		{
+			name: "single namespace install", rel: defaultRelease,
+			values: `singleNamespaceInstall: true`,
+			kinds: []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount",
+				"Role", "RoleBinding", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment"},
+			args: append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--watch-namespaces=kray-system", "--zap-log-level=info", "--zap-encoder=json"),
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, o := range objs {
+					if o.GetKind() == "ClusterRole" && o.GetName() != "kray-metrics-reader" && o.GetName() != "kray-metrics-auth" {
+						t.Errorf("ClusterRole %s in a single-namespace install", o.GetName())
+					}
 				}
 			},
 		},
