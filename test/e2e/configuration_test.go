@@ -71,7 +71,7 @@ defaultPodLabels:
 
 	ignored := create(t, loadSample(t, "ray-cluster.sample.yaml", other))
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", watched))
-	waitReady(t, rc, 1)
+	waitReady(t, rc, 2)
 	for _, p := range clusterPods(g, rc) {
 		g.Expect(p.Labels).To(HaveKeyWithValue("cost-center", "ml"), "pod %s", p.Name)
 		names := []string{}
