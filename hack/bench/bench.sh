@@ -12,7 +12,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-KUBERAY_VERSION="${KUBERAY_VERSION:-v1.5.0}"
+# shellcheck source=../versions.env
+source "${ROOT}/hack/versions.env"
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
 KRAY_BIN="${ROOT}/bin/bench/kray-operator"
 KUBERAY_DIR="${ROOT}/bin/tools/kuberay-${KUBERAY_VERSION}"

@@ -96,7 +96,7 @@ func parseFlags() config {
 	var ops, only, krayArgs, kuberayArgs, growth string
 	flag.StringVar(&cfg.LocalDir, "local-dir", filepath.Join(root, ".local-bench"), "state directory of the benchmark cluster (never .local)")
 	flag.StringVar(&cfg.KrayBinary, "kray", filepath.Join(root, "bin/kray-operator"), "kray operator binary")
-	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-v1.5.0/ray-operator"), "KubeRay operator binary")
+	flag.StringVar(&cfg.KubeRayBinary, "kuberay", filepath.Join(root, "bin/tools/kuberay-"+pinnedVersions(root)["KUBERAY_VERSION"]+"/ray-operator"), "KubeRay operator binary")
 	flag.StringVar(&cfg.KubeRayCRDs, "kuberay-crds", "", "KubeRay's config/crd/bases directory (required when kuberay runs)")
 	flag.StringVar(&ops, "operators", "kray,kuberay,"+kruiseAlone, "operators to measure, in order ("+kruiseAlone+": no operator, kray's built objects applied directly)")
 	flag.StringVar(&only, "scenarios", "", "comma-separated scenarios to run (default: all)")

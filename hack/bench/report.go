@@ -124,22 +124,28 @@ type machine struct {
 	Versions    map[string]string `json:"versions"`
 }
 
-// describeMachine records the host and the pinned versions (hack/versions.env plus KubeRay's).
+// describeMachine records the host and the pinned versions (hack/versions.env, KubeRay's among them).
 func describeMachine(root string) machine {
-	m := machine{NProc: runtime.NumCPU(), Versions: map[string]string{"KUBERAY_VERSION": "v1.5.0"}}
+	m := machine{NProc: runtime.NumCPU(), Versions: pinnedVersions(root)}
 	m.CPU = procField("/proc/cpuinfo", "model name")
 	m.MemTotal = procField("/proc/meminfo", "MemTotal")
 	m.Kernel = strings.TrimSpace(commandOutput(root, "uname", "-r"))
 	m.GoVersion = strings.TrimSpace(commandOutput(root, "go", "version"))
 	m.KrayVersion = strings.TrimSpace(commandOutput(root, "git", "describe", "--tags", "--always", "--dirty"))
+	return m
+}
+
+// pinnedVersions are the KEY=value lines of hack/versions.env, empty when it cannot be read.
+func pinnedVersions(root string) map[string]string {
+	out := map[string]string{}
 	if b, err := os.ReadFile(filepath.Join(root, "hack/versions.env")); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-				m.Versions[k] = v
+				out[k] = v
 			}
 		}
 	}
-	return m
+	return out
 }
 
 func procField(file, key string) string {
