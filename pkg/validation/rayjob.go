@@ -80,6 +80,9 @@ func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 		}
 	}
 	if s.RayClusterSpec != nil {
+		if err := clusterUpgradeStrategy(s.RayClusterSpec, "RayJob"); err != nil {
+			return err
+		}
 		rc := &rayv1.RayCluster{ObjectMeta: job.ObjectMeta, Spec: *s.RayClusterSpec}
 		if err := SpecWith(rc, opts.Cluster); err != nil {
 			return fmt.Errorf("The RayJob spec is invalid: %w", err)
@@ -267,4 +270,13 @@ func deletionRules(job *rayv1.RayJob) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// clusterUpgradeStrategy refuses an upgradeStrategy type in the cluster spec of a RayJob or RayService, in
+// KubeRay's words: the cluster it creates is upgraded by its creator, never by itself.
+func clusterUpgradeStrategy(spec *rayv1.RayClusterSpec, creator string) error {
+	if u := spec.UpgradeStrategy; u != nil && u.Type != nil {
+		return fmt.Errorf("upgradeStrategy cannot be set when RayCluster is created by %s", creator)
+	}
+	return nil
 }

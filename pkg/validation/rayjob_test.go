@@ -53,6 +53,9 @@ func TestRayJobSpec(t *testing.T) {
 		{"suspend without shutdown", func(j *rayv1.RayJob) { j.Spec.Suspend = true },
 			"The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended"},
 		{"suspend with shutdown", func(j *rayv1.RayJob) { j.Spec.Suspend = true; j.Spec.ShutdownAfterJobFinishes = true }, ""},
+		{"a cluster upgradeStrategy", func(j *rayv1.RayJob) {
+			j.Spec.RayClusterSpec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRecreate)}
+		}, "upgradeStrategy cannot be set when RayCluster is created by RayJob"},
 		{"negative TTL", func(j *rayv1.RayJob) { j.Spec.TTLSecondsAfterFinished = -1 },
 			"The RayJob spec is invalid: TTLSecondsAfterFinished must be a non-negative integer"},
 		{"TTL without shutdown", func(j *rayv1.RayJob) { j.Spec.TTLSecondsAfterFinished = 5 },

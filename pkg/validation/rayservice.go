@@ -87,8 +87,8 @@ func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 			NotImplemented("Spec.UpgradeStrategy.Type "+string(rayv1.RayServiceNewClusterWithIncrementalUpgrade), features.RayServiceIncrementalUpgrade),
 			rayv1.RayServiceNewCluster, rayv1.RayServiceNewClusterWithIncrementalUpgrade, rayv1.RayServiceUpgradeNone)
 	}
-	if s.RayClusterSpec.UpgradeStrategy != nil {
-		return errors.New("spec.rayClusterConfig.upgradeStrategy is not supported: a RayService upgrades its clusters by spec.upgradeStrategy")
+	if err := clusterUpgradeStrategy(&s.RayClusterSpec, "RayService"); err != nil {
+		return err
 	}
 	return nil
 }

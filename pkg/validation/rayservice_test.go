@@ -121,7 +121,7 @@ func TestRayServiceSpec(t *testing.T) {
 			"Spec.UpgradeStrategy.Type NewClusterWithIncrementalUpgrade is not implemented by kray yet (the RayServiceIncrementalUpgrade feature gate is on, but kray has no such feature): use upgradeStrategy type NewCluster, or turn the gate off to have NewClusterWithIncrementalUpgrade act as None, as KubeRay does with the gate off"},
 		{"a cluster upgradeStrategy", []func(*rayv1.RayService){func(s *rayv1.RayService) {
 			s.Spec.RayClusterSpec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
-		}}, false, "spec.rayClusterConfig.upgradeStrategy is not supported: a RayService upgrades its clusters by spec.upgradeStrategy"},
+		}}, false, "upgradeStrategy cannot be set when RayCluster is created by RayService"},
 	}
 	for _, tc := range tests {
 		err := RayServiceSpec(rayService(tc.edits...), RayServiceOptions{IncrementalUpgrade: tc.incremental})
