@@ -82,6 +82,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if svc.DeletionTimestamp != nil {
 		return r.release(ctx, svc) // its clusters and Services go with it (owner references)
 	}
+	if !slices.Contains(svc.Finalizers, constants.FinalizerRayService) {
+		// Added before anything is made, as KubeRay v1.7 does: deleting the RayService then waits until its
+		// clusters are gone. The write changes no generation, so no watch event brings the next step.
+		if _, err := shared.AddFinalizer(ctx, r.Writer, svc, constants.FinalizerRayService); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: shared.ConflictRetry}, nil
+	}
 	o, err := r.observe(ctx, svc)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -121,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, nil
 }
 
-// release lets a deleted RayService go that carries KubeRay v1.7's ray.io/rayservice-finalizer: its
+// release lets a deleted RayService go that carries KubeRay v1.7's ray.io/rayservice-finalizer (kray adds it too): its
 // clusters are deleted (by UID precondition) and, once none is left, the finalizer is removed, as KubeRay
 // does. A RayService without it goes with no write; the garbage collector deletes its clusters.
 func (r *Reconciler) release(ctx context.Context, svc *rayv1.RayService) (reconcile.Result, error) {

@@ -180,6 +180,7 @@ func (e *renv) get(svc *rayv1.RayService) *rayv1.RayService {
 // creates nothing, and the next reconcile names and then creates exactly one cluster.
 func TestReconcileNamesBeforeCreating(t *testing.T) {
 	svc := service()
+	svc.Finalizers = []string{constants.FinalizerRayService}
 	e := newRenv(t, svc)
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "ray.io", Resource: "rayservices"}, svc.Name, errors.New("modified"))
 	e.writer.FailOnce(writetest.Status, "RayService", svc.Name, conflict)
@@ -202,10 +203,34 @@ func TestReconcileNamesBeforeCreating(t *testing.T) {
 	}
 }
 
+// KubeRay v1.7's ray.io/rayservice-finalizer is added before anything else is written, once; a RayService
+// managed by MultiKueue gets none.
+func TestReconcileAddsKubeRaysFinalizerFirst(t *testing.T) {
+	svc := service()
+	e := newRenv(t, svc)
+	if writes, err := e.reconcile(svc); err != nil || !cmp.Equal(writes, []string{"patch RayService/svc"}) {
+		t.Fatalf("first reconcile: %v, %v; want the finalizer patch alone", writes, err)
+	}
+	if got := e.get(svc).Finalizers; !slices.Equal(got, []string{constants.FinalizerRayService}) {
+		t.Fatalf("finalizers %v", got)
+	}
+	if writes, _ := e.reconcile(svc); !cmp.Equal(writes, []string{"status RayService/svc"}) {
+		t.Errorf("second reconcile: %v, want the work to start", writes)
+	}
+	managed := service()
+	managed.Name = "elsewhere"
+	managed.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+	e = newRenv(t, managed)
+	if writes, _ := e.reconcile(managed); len(writes) != 0 {
+		t.Errorf("a RayService managed by MultiKueue: %v, want no write", writes)
+	}
+}
+
 // A cluster of the stored name that the RayService does not control is neither used nor changed: the
 // RayService names another pending cluster, says why, and serves from its own.
 func TestReconcileRefusesSomeoneElsesCluster(t *testing.T) {
 	svc := service()
+	svc.Finalizers = []string{constants.FinalizerRayService}
 	svc.Status.PendingServiceStatus.RayClusterName = "svc-taken"
 	foreign := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "svc-taken", Namespace: "ns"}}
 	e := newRenv(t, svc, foreign)

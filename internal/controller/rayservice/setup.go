@@ -20,8 +20,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 //
-// Why each verb: RayServices are read and their status written, never their spec; a deleted one is patched
-// only to remove KubeRay v1.7's ray.io/rayservice-finalizer once its clusters are gone;
+// Why each verb: RayServices are read and their status written, never their spec; each is patched only to
+// add KubeRay v1.7's ray.io/rayservice-finalizer, and to remove it once a deleted one's clusters are gone;
 // rayservices/finalizers lets the clusters and Services made for a RayService carry a blocking owner
 // reference to it. RayClusters are created for a RayService (each name stored in its status first), updated
 // in place when only worker groups were appended, patched only to set or clear kray's deletion deadline
