@@ -8,6 +8,7 @@ package builder
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// HeadClusterIPService gives the default head Service a cluster IP instead of making it headless
 	// (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE).
 	HeadClusterIPService bool
+	// Scheduling is how this cluster's pods are scheduled (a batch scheduler, a gang); the zero value is
+	// Kubernetes' default scheduler.
+	Scheduling batchscheduler.Scheduling
 	// PodDefaults are what the operator's Configuration file adds to every Ray pod (KubeRay's
 	// headSidecarContainers, workerSidecarContainers, defaultContainerEnvs, defaultPodLabels and
 	// defaultPodAnnotations).

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/spec"
@@ -47,6 +48,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 		replicas = 0
 	}
 	template := HeadPodTemplate(rc, opts)
+	opts.Scheduling.ApplyPod(&template, rc.Name)
 	template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
@@ -76,6 +78,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 		},
 	}
 	setSpecHash(&sts.ObjectMeta, sts.Spec.Template, sts.Spec.UpdateStrategy, sts.Spec.Lifecycle)
+	setScheduling(&sts.ObjectMeta, opts.Scheduling)
 	return sts
 }
 
@@ -91,6 +94,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	replicas := spec.GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
 	template := WorkerPodTemplate(rc, group, opts)
+	opts.Scheduling.ApplyPod(&template, rc.Name)
 	if spec.RecreateOnChange(rc) {
 		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
 		template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
@@ -134,7 +138,15 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 		},
 	}
 	setSpecHash(&cs.ObjectMeta, cs.Spec.Template, cs.Spec.UpdateStrategy, cs.Spec.Lifecycle)
+	setScheduling(&cs.ObjectMeta, opts.Scheduling)
 	return cs
+}
+
+// setScheduling records on a workload how its pods are scheduled, when not by the default scheduler.
+func setScheduling(meta *metav1.ObjectMeta, s batchscheduler.Scheduling) {
+	if v := s.String(); v != "" {
+		meta.Annotations[constants.AnnotationBatchScheduler] = v
+	}
 }
 
 // setSpecHash records a hash of the parts of a workload spec that kray owns apart from replicas and

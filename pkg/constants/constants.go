@@ -74,6 +74,9 @@ const (
 	AnnotationIngressClass = "kubernetes.io/ingress.class"
 	// AnnotationSpecHash on a workload holds the hash of the spec kray last wrote, so unchanged specs are not rewritten.
 	AnnotationSpecHash = "kray.io/spec-hash"
+	// AnnotationBatchScheduler on a workload is how its pods are scheduled (batchscheduler.Scheduling), fixed
+	// when the cluster's first workloads were created.
+	AnnotationBatchScheduler = "kray.io/batch-scheduler"
 	// AnnotationSpecGeneration on a workload is the generation of the write that set its kray.io/spec-hash
 	// (absent: the one it was created with), so a replicas change is not taken for a new template.
 	AnnotationSpecGeneration = "kray.io/spec-generation"

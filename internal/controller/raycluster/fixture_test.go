@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/fixture"
@@ -45,6 +46,7 @@ func testScheme() *runtime.Scheme {
 	utilruntime.Must(rayv1.AddToScheme(s))
 	utilruntime.Must(kruisev1alpha1.AddToScheme(s))
 	utilruntime.Must(kruisev1beta1.AddToScheme(s))
+	utilruntime.Must(schedv1alpha1.AddToScheme(s))
 	return s
 }
 

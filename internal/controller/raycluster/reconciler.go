@@ -19,6 +19,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/apierror"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
@@ -57,6 +58,9 @@ type Reconciler struct {
 	// DisableRedisCleanup leaves Redis GCS fault tolerant clusters without the cleanup finalizer (KubeRay's
 	// ENABLE_GCS_FT_REDIS_CLEANUP=false).
 	DisableRedisCleanup bool
+	// BatchScheduler is the batch scheduler new clusters' pods go to (KubeRay's --batch-scheduler), "" for
+	// Kubernetes' default scheduler. A cluster keeps the scheduling its workloads were created with.
+	BatchScheduler string
 
 	// createdSecrets remembers the auth Secrets known to exist (kray does not watch Secrets).
 	createdSecrets sync.Map
@@ -72,6 +76,7 @@ const (
 	phaseAutoscalerRBAC   = "autoscaler-rbac"
 	phaseAuthSecret       = "auth-secret"
 	phaseGCSStorage       = "gcs-pvc"
+	phasePodGroup         = "pod-group"
 	phaseHeadStatefulSet  = "head-statefulset"
 	phaseWorkerCloneSets  = "worker-clonesets"
 	phaseIngress          = "ingress"
@@ -101,14 +106,23 @@ type phase struct {
 
 func (r *Reconciler) phases() []phase {
 	pre := []string{phasePreflight}
-	return []phase{
+	headNeeds := []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}
+	workerNeeds := []string{phasePreflight, phaseAuthSecret}
+	var podGroup []phase
+	if r.BatchScheduler == batchscheduler.SchedulerPlugins {
+		// A gang's PodGroup exists before any of its pods: a pod naming a missing PodGroup is refused at Permit.
+		podGroup = []phase{{name: phasePodGroup, run: r.reconcilePodGroup, needs: pre, creates: true}}
+		headNeeds, workerNeeds = append(headNeeds, phasePodGroup), append(workerNeeds, phasePodGroup)
+	}
+	return append(append([]phase{
 		{name: phaseExtensions, run: r.keepExtensionAnnotations},
 		{name: phasePreflight, run: r.preflightNewCluster},
 		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre, creates: true},
 		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
 		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
-		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}},
-		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: []string{phasePreflight, phaseAuthSecret}, creates: true},
+	}, podGroup...), []phase{
+		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: headNeeds},
+		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: workerNeeds, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
 		{name: phaseHeadPDB, run: r.reconcileHeadDisruptionBudget, needs: pre, creates: true},
 		{name: phaseImagePrepull, run: r.reconcileImagePrepull, needs: pre, creates: true},
@@ -118,7 +132,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
 		{name: phaseWorkerDrain, run: r.reconcileDrains},
 		{name: phaseDeadPodsDeletion, run: r.deleteDeadPods},
-	}
+	}...)
 }
 
 // Reconcile brings one RayCluster's Kruise workloads to its spec and writes its status once.
@@ -153,6 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ext = rc
 	}
 	s := newState(rc, ext, kids)
+	s.scheduling = schedulingOf(kids, s.effective, r.BatchScheduler)
 	obs := status.Observed{}
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata

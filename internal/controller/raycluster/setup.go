@@ -12,7 +12,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -25,7 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/status"
@@ -68,7 +72,8 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=patch
 
 // CacheOptions scopes the informer caches to what kray owns: objects labelled with ray.io/cluster, with
-// managed fields stripped. namespaces limits the watch; empty means all namespaces.
+// managed fields stripped (scheduler-plugins' PodGroups too: only an operator with that batch scheduler reads
+// them). namespaces limits the watch; empty means all namespaces.
 func CacheOptions(namespaces []string) cache.Options {
 	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
 	if err != nil {
@@ -90,6 +95,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&rbacv1.RoleBinding{}:           {Label: sel.Label},
 			&kruisev1alpha1.CloneSet{}:      {Label: sel.Label},
 			&kruisev1beta1.StatefulSet{}:    {Label: sel.Label},
+			&schedv1alpha1.PodGroup{}:       {Label: sel.Label},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -128,6 +134,18 @@ type SetupOptions struct {
 	WorkerPodBatch time.Duration
 }
 
+// PodGroupsServed checks that the API server serves the PodGroups of the batch scheduler (scheduler-plugins'
+// CRD), so that an operator started with --batch-scheduler=scheduler-plugins on a cluster without them says
+// so at start instead of failing each gang's reconcile.
+func PodGroupsServed(mapper meta.RESTMapper) error {
+	gk := schema.GroupKind{Group: schedv1alpha1.GroupVersion.Group, Kind: "PodGroup"}
+	if _, err := mapper.RESTMapping(gk, schedv1alpha1.GroupVersion.Version); err != nil {
+		return fmt.Errorf("--batch-scheduler=%s: the API server does not serve %s PodGroup (CRD podgroups.%s); install scheduler-plugins' CRD: %w",
+			batchscheduler.SchedulerPlugins, schedv1alpha1.GroupVersion, gk.Group, err)
+	}
+	return nil
+}
+
 // DefaultWorkerPodBatch is the batching window of the WorkerPodEventBatching feature gate.
 const DefaultWorkerPodBatch = 500 * time.Millisecond
 
@@ -141,7 +159,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 			return fmt.Errorf("index %T by cluster: %w", obj, err)
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.BatchScheduler == batchscheduler.SchedulerPlugins {
+		// A PodGroup someone changed or deleted is put back.
+		b = b.Owns(&schedv1alpha1.PodGroup{})
+	}
+	return b.
 		Named("raycluster").
 		For(&rayv1.RayCluster{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

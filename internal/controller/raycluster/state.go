@@ -9,6 +9,8 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/batchscheduler"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -37,6 +39,31 @@ type state struct {
 	requeueAfter time.Duration
 	// events are emitted after the status write (see Reconcile).
 	events []shared.Event
+	// scheduling is how the cluster's pods are scheduled (schedulingOf).
+	scheduling batchscheduler.Scheduling
+}
+
+// schedulingOf is how a cluster's pods are scheduled: as its workloads record it (the head StatefulSet's,
+// else a CloneSet's), so that a cluster keeps the scheduling it was created with, or for a new cluster as the
+// operator's batch scheduler and the cluster's labels decide.
+func schedulingOf(c children, rc *rayv1.RayCluster, operator string) batchscheduler.Scheduling {
+	if c.headSet != nil {
+		return batchscheduler.Parse(c.headSet.Annotations[constants.AnnotationBatchScheduler])
+	}
+	for i := range c.cloneSets {
+		if shared.OwnedBy(&c.cloneSets[i], rc) {
+			return batchscheduler.Parse(c.cloneSets[i].Annotations[constants.AnnotationBatchScheduler])
+		}
+	}
+	return batchscheduler.Decide(rc, operator)
+}
+
+// workloadOptions are the builders' options for this cluster's workloads: the operator's, with its
+// scheduling.
+func (r *Reconciler) workloadOptions(s *state) builder.Options {
+	o := r.Options
+	o.Scheduling = s.scheduling
+	return o
 }
 
 // newState starts a reconcile of rc, whose spec with kray's annotated extension settings filled in is ext.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
@@ -290,6 +291,9 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string,
 		corev1.EnvVar{Name: EnvRayJobSubmissionID, Value: job.Status.JobId},
 	)
 	builder.ClientAuth(rc, &tmpl)
+	// Under a batch scheduler the submitter goes to it too, never as a member of its cluster's gang: it is
+	// not one of the cluster's pods, and it starts only once the cluster runs.
+	batchscheduler.Scheduling{Scheduler: opts.Scheduling.Scheduler}.ApplyPod(&tmpl, rc.Name)
 	if tmpl.Spec.RestartPolicy == "" {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}

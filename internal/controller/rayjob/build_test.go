@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 )
@@ -86,6 +87,27 @@ func TestSubmitterJob(t *testing.T) {
 	if got := sub.Annotations[AnnotationSubmittedOnHead]; got != "head-uid/0" {
 		t.Errorf("%s = %q, want the head's incarnation", AnnotationSubmittedOnHead, got)
 	}
+
+	if sub.Spec.Template.Spec.SchedulerName != "" {
+		t.Errorf("schedulerName %q without a batch scheduler", sub.Spec.Template.Spec.SchedulerName)
+	}
+
+	t.Run("under scheduler-plugins: its scheduler, not a gang member", func(t *testing.T) {
+		ganged := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {
+			j.Labels = map[string]string{batchscheduler.LabelGangScheduling: "true"}
+		})
+		opts := builder.Options{Scheduling: batchscheduler.Scheduling{Scheduler: batchscheduler.SchedulerPlugins, Gang: true}}
+		sub, err := SubmitterJob(ganged, Cluster(ganged, "train-abcde"), "h:8265", "head-uid/0", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sub.Spec.Template.Spec.SchedulerName; got != batchscheduler.SchedulerPluginsName {
+			t.Errorf("schedulerName %q, want %s", got, batchscheduler.SchedulerPluginsName)
+		}
+		if _, ok := sub.Spec.Template.Labels[batchscheduler.LabelPodGroup]; ok {
+			t.Errorf("the submitter is a member of the gang: %v", sub.Spec.Template.Labels)
+		}
+	})
 
 	t.Run("user's template and backoff, token auth", func(t *testing.T) {
 		job := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {

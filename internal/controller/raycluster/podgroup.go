@@ -1,0 +1,68 @@
+package raycluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
+	"github.com/kray-project/kray/pkg/builder"
+)
+
+// reconcilePodGroup keeps the scheduler-plugins PodGroup of a gang-scheduled cluster: created before the
+// cluster's workloads, its size following the pods the cluster wants (scale changes, suspended groups), and
+// deleted while the cluster is suspended or no longer a gang. A PodGroup of that name the cluster does not
+// control is never adopted or changed: the workloads wait, and a Warning says whose it is.
+func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
+	desired := builder.PodGroup(s.effective, s.scheduling)
+	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: s.rc.Name}
+	live := &schedv1alpha1.PodGroup{}
+	err := r.Cache.Get(ctx, key, live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read PodGroup %s: %w", key.Name, err)
+	}
+	found := err == nil
+	if desired == nil {
+		if !found {
+			return nil
+		}
+		return r.deleteUnwanted(ctx, s, live, "PodGroup", EventDeletedPodGroup, EventFailedToWritePodGroup, "the cluster's pods are not a gang now (suspended)")
+	}
+	if !found {
+		made, err := r.create(ctx, desired)
+		if err != nil {
+			s.warn(EventFailedToWritePodGroup, "Failed to create PodGroup %s/%s: %v", key.Namespace, key.Name, err)
+			return fmt.Errorf("create PodGroup %s: %w", key.Name, err)
+		}
+		if made {
+			s.normal(EventCreatedPodGroup, "Created PodGroup %s/%s of %d pods", key.Namespace, key.Name, desired.Spec.MinMember)
+			return nil
+		}
+		// It exists, and the cache (which holds only PodGroups labelled with a cluster) does not show it.
+		if err := r.APIReader.Get(ctx, key, live); err != nil {
+			return fmt.Errorf("read PodGroup %s, whose create found it existing: %w", key.Name, err)
+		}
+	}
+	if !ownedBy(live, s.rc) {
+		s.warn(EventFailedToWritePodGroup, "PodGroup %s/%s exists and is not controlled by this RayCluster: kray neither uses nor changes it, and the cluster's pods wait for it", key.Namespace, key.Name)
+		return notOwnedError("PodGroup", key.Name)
+	}
+	if live.Spec.MinMember == desired.Spec.MinMember && equality.Semantic.DeepEqual(live.Spec.MinResources, desired.Spec.MinResources) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"minMember": desired.Spec.MinMember, "minResources": desired.Spec.MinResources}})
+	if err != nil {
+		return err
+	}
+	if err := r.Writer.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		s.warn(EventFailedToWritePodGroup, "Failed to update PodGroup %s/%s: %v", key.Namespace, key.Name, err)
+		return fmt.Errorf("update PodGroup %s: %w", key.Name, err)
+	}
+	s.normal(EventUpdatedPodGroup, "Updated PodGroup %s/%s: %d pods (was %d)", key.Namespace, key.Name, desired.Spec.MinMember, live.Spec.MinMember)
+	return nil
+}
