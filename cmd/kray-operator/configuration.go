@@ -64,14 +64,22 @@ func applyConfiguration(path string, fs *flag.FlagSet, set map[string]bool, o *o
 	use := func(field string) bool { return c.Sets(field) || !flagGiven(field) }
 
 	var errs []error
+	var warnings []string
 	refuse := func(field, why string) {
 		errs = append(errs, fmt.Errorf("Configuration file %s: %s: %s", path, field, why))
 	}
 	if c.LogFile != "" {
 		refuse("logFile", "kray logs to stderr only")
 	}
-	if c.BatchScheduler != "" || c.EnableBatchScheduler {
-		refuse("batchScheduler/enableBatchScheduler", "batch schedulers are not supported by kray yet")
+	if c.Sets("batchScheduler") || c.Sets("enableBatchScheduler") {
+		name, warning, err := batchScheduler(c.BatchScheduler, c.EnableBatchScheduler, o.gates)
+		if err != nil {
+			refuse("batchScheduler/enableBatchScheduler", err.Error())
+		}
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
+		o.batchScheduler = name
 	}
 	if c.UseKubernetesProxy {
 		refuse("useKubernetesProxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address")
@@ -124,7 +132,6 @@ func applyConfiguration(path string, fs *flag.FlagSet, set map[string]bool, o *o
 		Labels:         c.DefaultPodLabels,
 		Annotations:    c.DefaultPodAnnotations,
 	}
-	var warnings []string
 	if c.Sets("enableMetrics") && !c.EnableMetrics {
 		warnings = append(warnings, "Configuration enableMetrics is false: kray always emits KubeRay's metric series")
 	}

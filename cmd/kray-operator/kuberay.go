@@ -128,8 +128,8 @@ func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
 	fs.StringVar(&k.logFilePath, "log-file-path", "", "KubeRay's log file: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.logFileEncoder, "log-file-encoder", "", "KubeRay's log file encoder: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): a field it sets may not also be given as a flag; a field it leaves out keeps its flag, else takes KubeRay's default")
-	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler: not supported by kray yet")
-	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated batch scheduler switch: not supported by kray yet")
+	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler of Ray pods: scheduler-plugins (coscheduling); volcano, yunikorn and kai-scheduler are KubeRay's names that kray does not serve yet")
+	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated switch for --batch-scheduler=volcano")
 	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")
 	fs.BoolVar(&k.forcedUpgrade, "forced-cluster-upgrade", false, "deprecated in KubeRay, where it does nothing; accepted")
 	return k
@@ -148,6 +148,16 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 			return nil, err
 		}
 		warnings = append(warnings, w...)
+	}
+	if !set["config"] || set["batch-scheduler"] || set["enable-batch-scheduler"] {
+		name, warning, err := batchScheduler(k.batchScheduler, k.enableBatch, o.gates)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if warning != "" {
+			warnings = append(warnings, warning)
+		}
+		o.batchScheduler = name
 	}
 	if set["metrics-addr"] {
 		o.metricsAddr, o.secureMetrics = k.metricsAddr, false // KubeRay's endpoint, as its chart probes it
@@ -171,7 +181,6 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 		flag string
 		why  string
 	}{
-		{k.batchScheduler != "" || k.enableBatch, "--batch-scheduler/--enable-batch-scheduler", "batch schedulers are not supported by kray yet"},
 		{k.kubernetesProxy, "--use-kubernetes-proxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address"},
 		{k.logFilePath != "", "--log-file-path", "kray logs to stderr only"},
 	} {

@@ -21,12 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/raycronjob"
 	"github.com/kray-project/kray/internal/controller/rayjob"
 	"github.com/kray-project/kray/internal/controller/rayservice"
 	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
@@ -67,6 +69,8 @@ type options struct {
 	headClusterIP bool
 	resync        time.Duration
 	gates         featuregate.MutableFeatureGate
+	// batchScheduler is the batch scheduler of Ray pods (--batch-scheduler), "" for the default scheduler.
+	batchScheduler string
 	// podDefaults are what a Configuration file adds to every Ray pod.
 	podDefaults builder.PodDefaults
 	// warnings are said at start: settings accepted from KubeRay that kray does not act on.
@@ -176,6 +180,7 @@ func run(o options) error {
 	utilruntime.Must(rayv1.AddToScheme(scheme))
 	utilruntime.Must(kruisev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
+	utilruntime.Must(schedv1alpha1.AddToScheme(scheme))
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -214,8 +219,14 @@ func run(o options) error {
 
 		RayGCSAddress:       o.rayGCSAddress,
 		DisableRedisCleanup: !o.redisCleanup,
+		BatchScheduler:      o.batchScheduler,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
 		Validation:          validation.ClusterOptions{Gates: o.gates},
+	}
+	if o.batchScheduler == batchscheduler.SchedulerPlugins {
+		if err := raycluster.PodGroupsServed(mgr.GetRESTMapper()); err != nil {
+			return err
+		}
 	}
 	setup := raycluster.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {
@@ -224,6 +235,8 @@ func run(o options) error {
 	if err := r.SetupWithManager(mgr, setup); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}
+	jobOptions := r.Options
+	jobOptions.Scheduling = batchscheduler.Scheduling{Scheduler: o.batchScheduler} // the submitter's
 	jobs := &rayjob.Reconciler{
 		Cache:             mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
@@ -231,7 +244,7 @@ func run(o options) error {
 		Events:            shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayJobControllerName)},
 		Dashboards:        dashboard.HTTPDialer{HTTP: &http.Client{}},
 		DashboardAddress:  o.rayDashboard,
-		Options:           r.Options,
+		Options:           jobOptions,
 		DeletionPolicy:    o.gates.Enabled(features.RayJobDeletionPolicy),
 		ClusterValidation: r.Validation,
 

@@ -287,6 +287,24 @@ configuration:
 			},
 		},
 		{
+			name: "scheduler-plugins", rel: defaultRelease,
+			values: `batchScheduler: {name: scheduler-plugins}`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--batch-scheduler=scheduler-plugins", "--zap-log-level=info", "--zap-encoder=json"),
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				var role rbacv1.ClusterRole
+				for _, o := range objs {
+					if o.GetKind() == "ClusterRole" && o.GetName() == "kray" {
+						typed(t, o, &role)
+					}
+				}
+				last := role.Rules[len(role.Rules)-1]
+				if !slices.Equal(last.APIGroups, []string{"scheduling.x-k8s.io"}) || !slices.Equal(last.Resources, []string{"podgroups"}) {
+					t.Errorf("the operator's role lacks the PodGroups rule: last rule %+v", last)
+				}
+			},
+		},
+		{
 			name: "single namespace install", rel: defaultRelease,
 			values: `singleNamespaceInstall: true`,
 			kinds: []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount",
