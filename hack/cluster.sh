@@ -21,6 +21,12 @@
 #   start-kueue         start the real Kueue manager (KUEUE_VERSION, built on demand) out of cluster with its
 #                       Ray integrations and no webhook configuration, and wait until it is ready.
 #   stop-kueue          stop Kueue (its CRDs and objects stay). `down` stops it too.
+#   start-scheduler-plugins
+#                       start scheduler-plugins' coscheduling scheduler (SCHEDULER_PLUGINS_VERSION, built on demand)
+#                       out of cluster beside kube-scheduler, with scheduler-plugins' PodGroup CRD, and wait until
+#                       it is ready.
+#   stop-scheduler-plugins
+#                       stop it (the CRD and PodGroups stay). `down` stops it too.
 #   kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE
 #                       write a kubeconfig that authenticates as that ServiceAccount with a 24 h token from
 #                       `kubectl create token`.
@@ -38,6 +44,7 @@
 #   29880 kueue webhook        KRAY_KUEUE_WEBHOOK_PORT        (served, but no webhook configuration uses it)
 #   29881 kueue health         KRAY_KUEUE_HEALTH_PORT         (http /readyz)
 #   29882 kueue metrics        KRAY_KUEUE_METRICS_PORT
+#   26260 scheduler-plugins    KRAY_SCHEDULER_PLUGINS_PORT    (https /healthz)
 #
 # Other environment:
 #   KRAY_NODES=4  KRAY_NODE_CPU=1000  KRAY_NODE_MEMORY=2000Gi  KRAY_NODE_PODS=1000
@@ -107,6 +114,8 @@ LOG_DIR="${STATE_DIR}/logs"
 MANIFEST_DIR="${STATE_DIR}/manifests"
 KRUISE_DIR="${STATE_DIR}/kruise"
 KUEUE_DIR="${STATE_DIR}/kueue"
+SCHEDULER_PLUGINS_DIR="${STATE_DIR}/scheduler-plugins"
+SCHEDULER_PLUGINS_PORT="${KRAY_SCHEDULER_PLUGINS_PORT:-26260}"
 ADMIN_KUBECONFIG="${STATE_DIR}/kubeconfig"
 # Marks a directory as this script's state, so `down --purge` never deletes anything else.
 STATE_MARKER="${STATE_DIR}/.kray-local-cluster"
@@ -122,6 +131,7 @@ declare -A BINARY=(
   [kruise-manager]="${TOOLS}/kruise-${KRUISE_VERSION}/kruise-manager"
   # Kueue is optional (start-kueue), so it is not in COMPONENTS.
   [kueue]="${TOOLS}/kueue-${KUEUE_VERSION}/kueue"
+  [scheduler-plugins]="${TOOLS}/scheduler-plugins-${SCHEDULER_PLUGINS_VERSION}/scheduler-plugins"
 )
 # LAUNCHER runs before a binary, in its process (see start_process); Kueue's sets up a private mount namespace.
 declare -A LAUNCHER=()
@@ -143,7 +153,7 @@ require_commands() {
 }
 
 # The functions, by concern.
-for lib in processes pki components objects kueue; do
+for lib in processes pki components objects kueue schedulerplugins; do
   # shellcheck source=/dev/null
   source "${ROOT}/hack/lib/${lib}.sh"
 done
@@ -207,7 +217,7 @@ cmd_down() {
   [[ -d "${STATE_DIR}" ]] || { log "nothing to stop (no ${STATE_DIR})"; return 0; }
   lock_state
   if [[ -d "${RUN_DIR}" ]]; then
-    stop_processes kueue kruise-manager kwok kube-scheduler kube-controller-manager
+    stop_processes scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
     stop_processes kube-apiserver
     stop_processes etcd
   fi
@@ -301,6 +311,21 @@ cmd_stop_kueue() {
   stop_processes kueue
 }
 
+cmd_start_scheduler_plugins() {
+  require_commands
+  require_apiserver
+  lock_state
+  prepare_state
+  start_scheduler_plugins
+  ready_scheduler_plugins
+  log "scheduler-plugins ready"
+}
+
+cmd_stop_scheduler_plugins() {
+  lock_state
+  stop_processes scheduler-plugins
+}
+
 # cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
 # blip for fault tests): every client's watches break and must resume. kube-controller-manager is down
 # meanwhile: a restarted apiserver serves the built-in APIs a moment before the CRD groups are in discovery,
@@ -353,6 +378,8 @@ main() {
     restart-apiserver) cmd_restart_apiserver ;;
     start-kueue) cmd_start_kueue ;;
     stop-kueue) cmd_stop_kueue ;;
+    start-scheduler-plugins) cmd_start_scheduler_plugins ;;
+    stop-scheduler-plugins) cmd_stop_scheduler_plugins ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;
     -h | --help | help) usage ;;
     *)

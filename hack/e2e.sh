@@ -23,6 +23,9 @@ export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --ray-gcs-address=${KRAY_E2E_
 # The real Kueue, with its Ray integrations, for the tests that queue RayClusters and RayJobs.
 "${ROOT}/hack/cluster.sh" start-kueue >&2
 export KRAY_E2E_KUEUE=1
+# The real scheduler-plugins coscheduling scheduler, for the gang scheduling tests.
+"${ROOT}/hack/cluster.sh" start-scheduler-plugins >&2
+export KRAY_E2E_SCHEDULER_PLUGINS=1
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT
@@ -35,7 +38,7 @@ if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/ku
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
-for component in kray-operator kruise-manager kueue kube-apiserver; do
+for component in kray-operator kruise-manager kueue scheduler-plugins kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue
   printf '\n===== last 60 lines of %s =====\n' "${log}" >&2

@@ -2,7 +2,7 @@
 # hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
-#   all                 kube etcd kwok kruise-compat kruise kueue controller-gen
+#   all                 kube etcd kwok kruise-compat kruise kueue scheduler-plugins controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
@@ -10,6 +10,8 @@
 #   kruise              kruise-manager  (github.com/openkruise/kruise, the module root package)
 #   kruise-compat       kruise-manager of KRUISE_COMPAT_VERSION, the older Kruise release kray supports
 #   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
+#   scheduler-plugins   scheduler-plugins (sigs.k8s.io/scheduler-plugins/cmd/scheduler, against KUBERNETES_VERSION's
+#                       modules; the e2e suite schedules gangs with its coscheduling plugin)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
 #   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
@@ -215,6 +217,23 @@ build_kueue() {
   build_in_wrapper kueue "${KUEUE_VERSION}" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue kueue "-s -w"
 }
 
+# scheduler_plugins_replaces prints scheduler-plugins' replace directives with its Kubernetes modules re-pinned
+# to KUBERNETES_VERSION (v1.x.y for k8s.io/kubernetes, v0.x.y for the staging modules); the others stay.
+scheduler_plugins_replaces() {
+  local staging="v0.${KUBERNETES_VERSION#v1.}" minor="v0.${KUBERNETES_VERSION#v1.}"
+  minor="${minor%.*}."
+  copied_replaces "$1" | awk -v kube="${KUBERNETES_VERSION}" -v staging="${staging}" -v minor="${minor}" '
+    $2 == "k8s.io/kubernetes" { $5 = kube }
+    $4 ~ /^k8s\.io\// && index($5, minor) == 1 { $5 = staging }
+    { print }
+  '
+}
+
+build_scheduler_plugins() {
+  build_in_wrapper scheduler-plugins "${SCHEDULER_PLUGINS_VERSION}" sigs.k8s.io/scheduler-plugins \
+    sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins "$(kube_ldflags)" scheduler_plugins_replaces
+}
+
 build_controller_gen() {
   build_in_wrapper controller-gen "${CONTROLLER_TOOLS_VERSION}" sigs.k8s.io/controller-tools \
     sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen "-s -w"
@@ -250,6 +269,7 @@ run_target() {
       run_target kruise-compat
       run_target kruise
       run_target kueue
+      run_target scheduler-plugins
       run_target controller-gen
       ;;
     kube)
@@ -269,6 +289,7 @@ run_target() {
       fi
       ;;
     kueue) build_kueue ;;
+    scheduler-plugins) build_scheduler_plugins ;;
     controller-gen) build_controller_gen ;;
     kind) build_kind ;;
     envtest-assets) envtest_assets ;;

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
+)
+
+// gangSlot is the extended resource of the gang tests' nodes: each Ray pod of a test cluster asks for one,
+// so a node's slots are how many of them fit.
+const gangSlot = corev1.ResourceName("kray.local/gang-slot")
+
+// needSchedulerPlugins skips a test unless hack/e2e.sh started scheduler-plugins' scheduler.
+func needSchedulerPlugins(t *testing.T) {
+	t.Helper()
+	if os.Getenv("KRAY_E2E_SCHEDULER_PLUGINS") == "" || !localCluster() {
+		t.Skip("needs the scheduler-plugins scheduler that hack/e2e.sh starts, and restarts the operator")
+	}
+}
+
+// gangOperator restarts the operator with --batch-scheduler=scheduler-plugins and the rights on PodGroups
+// (config/scheduler-plugins), and the plain operator again when the test ends.
+func gangOperator(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("kubectl", "apply", "-k", filepath.Join(repoRoot, "config", "scheduler-plugins")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("apply config/scheduler-plugins: %v\n%s", err, out)
+	}
+	hack(t, "operator.sh", "stop")
+	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
+	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --batch-scheduler=" + batchscheduler.SchedulerPlugins}, "operator.sh", "start")
+}
+
+// gangNode makes a kwok node that only the test's pods go to (a taint they tolerate, a label they select)
+// with slots of gangSlot, and deletes it when the test ends.
+func gangNode(t *testing.T, name string, slots int) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kray.local/gang", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if err := k8s.Create(ctx, node); err != nil {
+		t.Fatalf("create node %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	setSlots(t, name, slots)
+}
+
+// setSlots sets the node's capacity and allocatable: slots of gangSlot, and room for everything else.
+func setSlots(t *testing.T, name string, slots int) {
+	t.Helper()
+	res := map[string]string{string(gangSlot): fmt.Sprint(slots), "cpu": "100", "memory": "1000Gi", "pods": "110"}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"capacity": res, "allocatable": res}})
+	if err := k8s.Status().Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("set the slots of node %s: %v", name, err)
+	}
+}
+
+// onGangNode is the sample RayCluster (a head and two workers) in ns, each pod asking for one slot of node.
+func onGangNode(t *testing.T, ns, node string, gang bool) *rayv1.RayCluster {
+	rc := loadSample(t, "ray-cluster.sample.yaml", ns)
+	if gang {
+		rc.Labels = map[string]string{batchscheduler.LabelGangScheduling: "true"}
+	}
+	place := func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		tmpl.Spec.Tolerations = append(tmpl.Spec.Tolerations, corev1.Toleration{Key: "kray.local/gang", Operator: corev1.TolerationOpExists})
+		c := &tmpl.Spec.Containers[0]
+		for _, l := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
+			if *l == nil {
+				*l = corev1.ResourceList{}
+			}
+			(*l)[gangSlot] = resource.MustParse("1")
+		}
+	}
+	place(&rc.Spec.HeadGroupSpec.Template)
+	for i := range rc.Spec.WorkerGroupSpecs {
+		place(&rc.Spec.WorkerGroupSpecs[i].Template)
+	}
+	return rc
+}
+
+// bound counts the cluster's pods that a scheduler bound to a node.
+func bound(g Gomega, rc *rayv1.RayCluster) int {
+	n := 0
+	for _, p := range clusterPods(g, rc) {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func podGroupOf(g Gomega, rc *rayv1.RayCluster) *schedv1alpha1.PodGroup {
+	pg := &schedv1alpha1.PodGroup{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: rc.Name}, pg); err != nil {
+		return nil
+	}
+	return pg
+}
+
+// With the real scheduler-plugins coscheduling scheduler: a gang of three pods on a node with room for two
+// gets none bound (an un-ganged cluster beside it gets its two), all three once a third slot comes; the
+// PodGroup follows a scale-up, goes while the cluster is suspended and comes back with it.
+func TestGangIsScheduledAllOrNothing(t *testing.T) {
+	needSchedulerPlugins(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	gangOperator(t)
+	// Nodes of the test's own, named after its namespace: pods a failed earlier run left bound to a node of
+	// the same name would take its slots.
+	gangNodeName, singleNodeName := ns+"-gang", ns+"-single"
+	gangNode(t, gangNodeName, 2)
+	gangNode(t, singleNodeName, 2)
+
+	rc := create(t, onGangNode(t, ns, gangNodeName, true))
+	single := onGangNode(t, ns, singleNodeName, false)
+	single.Name = "single"
+	single.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](1)
+	create(t, single)
+	g.Eventually(func(g Gomega) {
+		pg := podGroupOf(g, rc)
+		g.Expect(pg).NotTo(BeNil())
+		g.Expect(pg.Spec.MinMember).To(Equal(int32(3)))
+		g.Expect(pg.Spec.MinResources).To(HaveKeyWithValue(gangSlot, resource.MustParse("3")))
+		g.Expect(clusterPods(g, rc)).To(HaveLen(3))
+		g.Expect(bound(g, single)).To(Equal(2), "the un-ganged cluster's pods bind one by one")
+	}, readyTimeout, poll).Should(Succeed())
+	for _, p := range clusterPods(g, rc) {
+		g.Expect(p.Spec.SchedulerName).To(Equal(batchscheduler.SchedulerPluginsName))
+		g.Expect(p.Labels).To(HaveKeyWithValue(batchscheduler.LabelPodGroup, rc.Name))
+	}
+	g.Consistently(func(g Gomega) { g.Expect(bound(g, rc)).To(BeZero()) }, 15*time.Second, time.Second).Should(Succeed(), "two of three fit, and none may start")
+
+	setSlots(t, gangNodeName, 3)
+	waitReady(t, rc, 2)
+	g.Expect(bound(g, rc)).To(Equal(3))
+
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
+	g.Eventually(func(g Gomega) { g.Expect(podGroupOf(g, rc).Spec.MinMember).To(Equal(int32(4))) }, readyTimeout, poll).Should(Succeed())
+	setSlots(t, gangNodeName, 4)
+	waitReady(t, rc, 3)
+
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(true) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(podGroupOf(g, rc)).To(BeNil())
+		g.Expect(clusterPods(g, rc)).To(BeEmpty())
+	}, readyTimeout, poll).Should(Succeed())
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(false) })
+	waitReady(t, rc, 3)
+	g.Expect(podGroupOf(g, rc)).NotTo(BeNil())
+}
