@@ -193,9 +193,13 @@ func run(o options) error {
 			namespaces = append(namespaces, ns)
 		}
 	}
+	cacheOptions := raycluster.CacheOptions(namespaces)
+	if o.batchScheduler == batchscheduler.SchedulerPlugins {
+		raycluster.CachePodGroups(&cacheOptions)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   raycluster.CacheOptions(namespaces),
+		Cache:                   cacheOptions,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,

@@ -72,8 +72,7 @@ import (
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=patch
 
 // CacheOptions scopes the informer caches to what kray owns: objects labelled with ray.io/cluster, with
-// managed fields stripped (scheduler-plugins' PodGroups too: only an operator with that batch scheduler reads
-// them). namespaces limits the watch; empty means all namespaces.
+// managed fields stripped. namespaces limits the watch; empty means all namespaces.
 func CacheOptions(namespaces []string) cache.Options {
 	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
 	if err != nil {
@@ -95,7 +94,6 @@ func CacheOptions(namespaces []string) cache.Options {
 			&rbacv1.RoleBinding{}:           {Label: sel.Label},
 			&kruisev1alpha1.CloneSet{}:      {Label: sel.Label},
 			&kruisev1beta1.StatefulSet{}:    {Label: sel.Label},
-			&schedv1alpha1.PodGroup{}:       {Label: sel.Label},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -105,6 +103,16 @@ func CacheOptions(namespaces []string) cache.Options {
 		}
 	}
 	return opts
+}
+
+// CachePodGroups scopes the cache of scheduler-plugins' PodGroups likewise, for an operator with that batch
+// scheduler (the only one whose scheme knows them).
+func CachePodGroups(opts *cache.Options) {
+	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key and operator never fail
+	}
+	opts.ByObject[&schedv1alpha1.PodGroup{}] = cache.ByObject{Label: labels.NewSelector().Add(*owned)}
 }
 
 // indexCluster is the informer cache index of pods and CloneSets by the value of their ray.io/cluster label:
