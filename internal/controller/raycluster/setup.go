@@ -74,11 +74,7 @@ import (
 // CacheOptions scopes the informer caches to what kray owns: objects labelled with ray.io/cluster, with
 // managed fields stripped. namespaces limits the watch; empty means all namespaces.
 func CacheOptions(namespaces []string) cache.Options {
-	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant key and operator never fail
-	}
-	sel := cache.ByObject{Label: labels.NewSelector().Add(*owned)}
+	sel := cache.ByObject{Label: ownedSelector()}
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -108,11 +104,16 @@ func CacheOptions(namespaces []string) cache.Options {
 // CachePodGroups scopes the cache of scheduler-plugins' PodGroups likewise, for an operator with that batch
 // scheduler (the only one whose scheme knows them).
 func CachePodGroups(opts *cache.Options) {
+	opts.ByObject[&schedv1alpha1.PodGroup{}] = cache.ByObject{Label: ownedSelector()}
+}
+
+// ownedSelector selects the objects labelled with ray.io/cluster.
+func ownedSelector() labels.Selector {
 	owned, err := labels.NewRequirement(constants.LabelCluster, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key and operator never fail
 	}
-	opts.ByObject[&schedv1alpha1.PodGroup{}] = cache.ByObject{Label: labels.NewSelector().Add(*owned)}
+	return labels.NewSelector().Add(*owned)
 }
 
 // indexCluster is the informer cache index of pods and CloneSets by the value of their ray.io/cluster label:
