@@ -9,13 +9,7 @@ kueue_module_dir() { module_dir sigs.k8s.io/kueue "${KUEUE_VERSION}"; }
 install_kueue_crds() {
   local bases
   bases="$(kueue_module_dir)/config/components/crd/bases"
-  k apply --server-side --force-conflicts --field-manager=kray-cluster -f "${bases}" >/dev/null
-  # A CRD just created may report `conditions: null` for a moment, which kubectl wait takes for an error.
-  local deadline=$((SECONDS + WAIT_TIMEOUT))
-  until k wait --for=condition=Established --timeout=10s -f "${bases}" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "Kueue's CRDs are not established after ${WAIT_TIMEOUT} s"
-    sleep 0.5
-  done
+  apply_crds "${bases}" "Kueue's CRDs"
   k create namespace kueue-system --dry-run=client -o yaml | k apply -f - >/dev/null
 }
 

@@ -15,6 +15,18 @@ module_dir() {
 
 kruise_module_dir() { module_dir github.com/openkruise/kruise "${KRUISE_VERSION}"; }
 
+# apply_crds PATH WHAT applies the CRDs of PATH (a file or directory) with server-side apply and waits until
+# they are established, dying with WHAT named after WAIT_TIMEOUT.
+apply_crds() {
+  k apply --server-side --force-conflicts --field-manager=kray-cluster -f "$1" >/dev/null
+  # A CRD just created may report `conditions: null` for a moment, which kubectl wait takes for an error.
+  local deadline=$((SECONDS + WAIT_TIMEOUT))
+  until k wait --for=condition=Established --timeout=10s -f "$1" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$2 are not established after ${WAIT_TIMEOUT} s"
+    sleep 0.5
+  done
+}
+
 # create_if_absent FILE creates the objects of FILE that do not exist yet and leaves existing ones alone:
 # re-applying the Kruise webhook configurations after kruise rewrote them would merge `url` and `service`,
 # which the apiserver rejects.

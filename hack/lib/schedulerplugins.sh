@@ -10,12 +10,7 @@ scheduler_plugins_module_dir() { module_dir sigs.k8s.io/scheduler-plugins "${SCH
 install_podgroup_crd() {
   local crd
   crd="$(scheduler_plugins_module_dir)/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"
-  k apply --server-side --force-conflicts --field-manager=kray-cluster -f "${crd}" >/dev/null
-  local deadline=$((SECONDS + WAIT_TIMEOUT))
-  until k wait --for=condition=Established --timeout=10s -f "${crd}" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "the PodGroup CRD is not established after ${WAIT_TIMEOUT} s"
-    sleep 0.5
-  done
+  apply_crds "${crd}" "scheduler-plugins' PodGroup CRDs"
 }
 
 # scheduler_plugins_config writes the scheduler's configuration: one profile, scheduler-plugins-scheduler, with
