@@ -2,7 +2,8 @@
 # hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
-#   all                 kube etcd kwok kruise-compat kruise kueue scheduler-plugins controller-gen
+#   all                 kube etcd kwok kruise-compat kruise kueue scheduler-plugins yunikorn
+#                       controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
@@ -12,6 +13,8 @@
 #   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
 #   scheduler-plugins   scheduler-plugins (sigs.k8s.io/scheduler-plugins/cmd/scheduler, against KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its coscheduling plugin)
+#   yunikorn            yunikorn-scheduler (github.com/apache/yunikorn-k8shim/pkg/cmd/shim, against KUBERNETES_VERSION's
+#                       modules; the e2e suite schedules gangs with its placeholders)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
 #   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
@@ -217,21 +220,36 @@ build_kueue() {
   build_in_wrapper kueue "${KUEUE_VERSION}" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue kueue "-s -w"
 }
 
-# scheduler_plugins_replaces prints scheduler-plugins' replace directives with its Kubernetes modules re-pinned
-# to KUBERNETES_VERSION (v1.x.y for k8s.io/kubernetes, v0.x.y for the staging modules); the others stay.
-scheduler_plugins_replaces() {
+# kube_repinned_replaces GOMOD prints GOMOD's replace directives with its Kubernetes modules re-pinned to
+# KUBERNETES_VERSION (v1.x.y for k8s.io/kubernetes, v0.x.y for the staging modules of the same minor); the
+# others stay. k8s.io/kubernetes is replaced even when GOMOD only requires it.
+kube_repinned_replaces() {
   local staging="v0.${KUBERNETES_VERSION#v1.}" minor="v0.${KUBERNETES_VERSION#v1.}"
   minor="${minor%.*}."
   copied_replaces "$1" | awk -v kube="${KUBERNETES_VERSION}" -v staging="${staging}" -v minor="${minor}" '
-    $2 == "k8s.io/kubernetes" { $5 = kube }
+    $2 == "k8s.io/kubernetes" { $5 = kube; seen = 1 }
     $4 ~ /^k8s\.io\// && index($5, minor) == 1 { $5 = staging }
     { print }
+    END { if (!seen) printf "replace k8s.io/kubernetes => k8s.io/kubernetes %s\n", kube }
   '
 }
 
 build_scheduler_plugins() {
   build_in_wrapper scheduler-plugins "${SCHEDULER_PLUGINS_VERSION}" sigs.k8s.io/scheduler-plugins \
-    sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins "$(kube_ldflags)" scheduler_plugins_replaces
+    sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins "$(kube_ldflags)" kube_repinned_replaces
+}
+
+# yunikorn_replaces adds to the Kubernetes re-pin the scheduler interface YuniKorn's release was cut from:
+# the proxy refuses its pseudo-release tag (v1.8.0-0) but serves the same commit as v1.8.0.
+yunikorn_replaces() {
+  kube_repinned_replaces "$1"
+  printf 'replace github.com/apache/yunikorn-scheduler-interface => github.com/apache/yunikorn-scheduler-interface %s\n' \
+    "${YUNIKORN_SCHEDULER_INTERFACE_VERSION}"
+}
+
+build_yunikorn() {
+  build_in_wrapper yunikorn "${YUNIKORN_VERSION}" github.com/apache/yunikorn-k8shim \
+    github.com/apache/yunikorn-k8shim/pkg/cmd/shim yunikorn-scheduler "$(kube_ldflags)" yunikorn_replaces
 }
 
 build_controller_gen() {
@@ -270,6 +288,7 @@ run_target() {
       run_target kruise
       run_target kueue
       run_target scheduler-plugins
+      run_target yunikorn
       run_target controller-gen
       ;;
     kube)
@@ -290,6 +309,7 @@ run_target() {
       ;;
     kueue) build_kueue ;;
     scheduler-plugins) build_scheduler_plugins ;;
+    yunikorn) build_yunikorn ;;
     controller-gen) build_controller_gen ;;
     kind) build_kind ;;
     envtest-assets) envtest_assets ;;
