@@ -12,7 +12,7 @@ import (
 
 // batchScheduler is the batch scheduler that KubeRay's --batch-scheduler (name) and deprecated
 // --enable-batch-scheduler ask for, validated in KubeRay v1.7's order and words, "" for none; it returns the
-// warning to log at start, if any. A scheduler kray does not serve yet is refused, naming it.
+// warning to log at start, if any.
 func batchScheduler(name string, deprecated bool, gates featuregate.FeatureGate) (string, string, error) {
 	if name == "" && !deprecated {
 		return "", "", nil
@@ -28,13 +28,8 @@ func batchScheduler(name string, deprecated bool, gates featuregate.FeatureGate)
 		name = batchscheduler.Volcano
 		warning = "Feature flag enable-batch-scheduler is deprecated and will not be supported soon. Use batch-scheduler instead."
 	}
-	switch name {
-	case batchscheduler.Volcano, batchscheduler.YuniKorn, batchscheduler.SchedulerPlugins, batchscheduler.KAI:
-	default:
+	if !batchscheduler.Known(name) {
 		return "", "", fmt.Errorf("scheduler is not supported, name=%s", name)
-	}
-	if !batchscheduler.Implemented[name] {
-		return "", "", fmt.Errorf("batch scheduler %s is not supported by kray yet (kray serves %s)", name, batchscheduler.SchedulerPlugins)
 	}
 	return name, warning, nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// KubeRay v1.7's batch scheduler switches, validated in its order and words; kray serves scheduler-plugins.
+// KubeRay v1.7's batch scheduler switches, validated in its order and words.
 func TestBatchSchedulerFlags(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -21,8 +21,11 @@ func TestBatchSchedulerFlags(t *testing.T) {
 			err: "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler are set. Please use batch-scheduler only"},
 		{name: "the Workload API gate beside a scheduler", args: []string{"--feature-gates=KubernetesWAS=true", "--batch-scheduler=scheduler-plugins"},
 			err: "the KubernetesWAS feature gate cannot be combined with --batch-scheduler or --enable-batch-scheduler"},
-		{name: "KubeRay's names kray does not serve yet", args: []string{"--batch-scheduler=kai-scheduler"}, err: "batch scheduler kai-scheduler is not supported by kray yet"},
-		{name: "the deprecated switch is volcano", args: []string{"--enable-batch-scheduler"}, err: "batch scheduler volcano is not supported by kray yet"},
+		{name: "volcano", args: []string{"--batch-scheduler=volcano"}, want: "volcano"},
+		{name: "yunikorn", args: []string{"--batch-scheduler=yunikorn"}, want: "yunikorn"},
+		{name: "kai-scheduler", args: []string{"--batch-scheduler=kai-scheduler"}, want: "kai-scheduler"},
+		{name: "the deprecated switch is volcano", args: []string{"--enable-batch-scheduler"}, want: "volcano",
+			warning: "Feature flag enable-batch-scheduler is deprecated and will not be supported soon. Use batch-scheduler instead."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parse(t, nil, tt.args...)
@@ -49,5 +52,15 @@ func TestBatchSchedulerFromTheConfigurationFile(t *testing.T) {
 	}
 	if o.batchScheduler != "scheduler-plugins" {
 		t.Errorf("batch scheduler %q", o.batchScheduler)
+	}
+}
+
+func TestTheConfigurationFilesDeprecatedSwitchIsVolcano(t *testing.T) {
+	o, err := parse(t, nil, "--config", writeConfig(t, "enableBatchScheduler: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.batchScheduler != "volcano" {
+		t.Errorf("batch scheduler %q, want volcano", o.batchScheduler)
 	}
 }

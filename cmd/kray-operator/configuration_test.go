@@ -77,7 +77,6 @@ func TestConfigurationFileRefusals(t *testing.T) {
 			"--leader-elect (the file's enableLeaderElection), --qps (the file's qps) set what the Configuration file sets"},
 		{"an unknown field", "reconcileConcurency: 2\n", nil, `unknown field "reconcileConcurency"`},
 		{"a log file", "logFile: /var/log/kuberay.log\n", nil, "logFile: kray logs to stderr only"},
-		{"a batch scheduler kray does not serve", "batchScheduler: volcano\n", nil, "batchScheduler/enableBatchScheduler: batch scheduler volcano is not supported by kray yet"},
 		{"an unknown batch scheduler", "batchScheduler: default\n", nil, "scheduler is not supported, name=default"},
 		{"the API server proxy", "useKubernetesProxy: true\n", nil, "useKubernetesProxy"},
 		{"a bad encoder", "logStdoutEncoder: xml\n", nil, "logStdoutEncoder"},

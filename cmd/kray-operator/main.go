@@ -23,6 +23,7 @@ import (
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
+	volcanov1beta1 "github.com/kray-project/kray/api/volcano/v1beta1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/controller/raycronjob"
 	"github.com/kray-project/kray/internal/controller/rayjob"
@@ -181,6 +182,7 @@ func run(o options) error {
 	utilruntime.Must(kruisev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
 	utilruntime.Must(schedv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -194,9 +196,7 @@ func run(o options) error {
 		}
 	}
 	cacheOptions := raycluster.CacheOptions(namespaces)
-	if o.batchScheduler == batchscheduler.SchedulerPlugins {
-		raycluster.CachePodGroups(&cacheOptions)
-	}
+	raycluster.CachePodGroups(&cacheOptions, o.batchScheduler)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions,
@@ -225,12 +225,10 @@ func run(o options) error {
 		DisableRedisCleanup: !o.redisCleanup,
 		BatchScheduler:      o.batchScheduler,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
-		Validation:          validation.ClusterOptions{Gates: o.gates},
+		Validation:          validation.ClusterOptions{Gates: o.gates, BatchScheduler: o.batchScheduler},
 	}
-	if o.batchScheduler == batchscheduler.SchedulerPlugins {
-		if err := raycluster.PodGroupsServed(mgr.GetRESTMapper()); err != nil {
-			return err
-		}
+	if err := raycluster.PodGroupsServed(mgr.GetRESTMapper(), o.batchScheduler); err != nil {
+		return err
 	}
 	setup := raycluster.SetupOptions{Concurrency: o.concurrency}
 	if o.gates.Enabled(features.WorkerPodEventBatching) {

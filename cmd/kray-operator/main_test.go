@@ -138,8 +138,6 @@ func TestKubeRayFlagNames(t *testing.T) {
 	}
 	for args, want := range map[string]string{
 		"--config=/etc/kuberay/config.yaml": "read the Configuration file: open /etc/kuberay/config.yaml: no such file or directory",
-		"--batch-scheduler=volcano":         "batch scheduler volcano is not supported by kray yet",
-		"--enable-batch-scheduler":          "batch scheduler volcano is not supported by kray yet",
 		"--use-kubernetes-proxy":            "--use-kubernetes-proxy",
 		"--log-file-path=/tmp/kuberay.log":  "kray logs to stderr only",
 		"--log-stdout-encoder=xml":          "--log-stdout-encoder",

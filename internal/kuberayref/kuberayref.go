@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Version is the KubeRay release of the reference data.
@@ -63,4 +65,29 @@ func check(d string) (string, error) {
 		return "", fmt.Errorf("%s=%s: not KubeRay %s reference data: %w", EnvDir, d, Version, err)
 	}
 	return d, nil
+}
+
+// Sample decodes into into the object of kind in the sample manifest file (which may hold several objects).
+func Sample(file, kind string, into any) error {
+	path, err := Path(filepath.Join(SamplesDir, file))
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if head.Kind == kind {
+			if err := yaml.Unmarshal([]byte(doc), into); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s holds no %s", file, kind)
 }

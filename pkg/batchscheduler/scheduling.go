@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/pkg/spec"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // gangSuffix marks a gang in Scheduling's annotation form.
@@ -22,14 +22,20 @@ type Scheduling struct {
 	Gang      bool
 }
 
-// Decide is the scheduling of a new cluster rc under the operator's batch scheduler: a gang when the cluster
-// carries the gang scheduling label (whatever its value, as in KubeRay).
+// Decide is the scheduling of a new cluster rc under the operator's batch scheduler, as KubeRay decides it:
+// under Volcano every cluster is a gang (a PodGroup for each); under scheduler-plugins and YuniKorn a cluster
+// carrying the gang scheduling label (whatever its value); under KAI none is, for KAI groups pods itself.
 func Decide(rc *rayv1.RayCluster, operator string) Scheduling {
-	if operator == "" {
-		return Scheduling{}
+	_, labelled := rc.Labels[LabelGangScheduling]
+	switch operator {
+	case Volcano:
+		return Scheduling{Scheduler: operator, Gang: true}
+	case SchedulerPlugins, YuniKorn:
+		return Scheduling{Scheduler: operator, Gang: labelled}
+	case KAI:
+		return Scheduling{Scheduler: operator}
 	}
-	_, gang := rc.Labels[LabelGangScheduling]
-	return Scheduling{Scheduler: operator, Gang: gang}
+	return Scheduling{}
 }
 
 // String is the annotation form: "", "scheduler-plugins" or "scheduler-plugins;gang".
@@ -46,87 +52,95 @@ func (s Scheduling) String() string {
 // Parse reads the annotation form; anything else is the default scheduler.
 func Parse(v string) Scheduling {
 	name, gang := strings.CutSuffix(v, gangSuffix)
-	if !Implemented[name] {
+	if !Known(name) {
 		return Scheduling{}
 	}
 	return Scheduling{Scheduler: name, Gang: gang}
 }
 
-// PodGroupNeeded reports whether the cluster's pods are a scheduler-plugins gang.
-func (s Scheduling) PodGroupNeeded() bool { return s.Scheduler == SchedulerPlugins && s.Gang }
+// Submitter is the scheduling of a RayJob's submitter pod next to its cluster scheduled as s: a
+// scheduler-plugins gang counts only the cluster's pods (the submitter starts once they run, so waiting for
+// it would deadlock), while Volcano and YuniKorn take the submitter into the group as KubeRay does (Volcano
+// without counting it as a member, YuniKorn as a task group of one).
+func (s Scheduling) Submitter() Scheduling {
+	if s.Scheduler == SchedulerPlugins {
+		s.Gang = false
+	}
+	return s
+}
 
-// ApplyPod sets the scheduler's metadata on a pod template of the cluster named cluster: the scheduler's
-// name, and for a scheduler-plugins gang the PodGroup label. The scheduler's name replaces the template's,
-// as KubeRay does.
-func (s Scheduling) ApplyPod(tmpl *corev1.PodTemplateSpec, cluster string) {
+// PodGroupName is the name of the PodGroup a cluster's gang is scheduled by, "" when the scheduler uses
+// none: the cluster's name under scheduler-plugins; ray-<name>-pg under Volcano, where name is the RayJob's
+// for a RayJob's cluster, as KubeRay names them.
+func (s Scheduling) PodGroupName(rc *rayv1.RayCluster) string {
+	if !s.Gang {
+		return ""
+	}
+	switch s.Scheduler {
+	case SchedulerPlugins:
+		return rc.Name
+	case Volcano:
+		name := rc.Name
+		if rc.Labels[constants.LabelOriginatedFromCRD] == constants.OriginatedFromRayJob && rc.Labels[constants.LabelOriginatedFromCRName] != "" {
+			name = rc.Labels[constants.LabelOriginatedFromCRName]
+		}
+		return "ray-" + name + "-pg"
+	}
+	return ""
+}
+
+// ApplyPod sets on a pod template of the cluster rc, in its group (a worker group's name, GroupHead or
+// GroupSubmitter), the metadata its scheduler reads, as KubeRay sets it on each pod: the scheduler's name
+// (replacing the template's), the labels copied from the cluster, and for a gang what makes the pod a
+// member. The default scheduler changes nothing.
+func (s Scheduling) ApplyPod(tmpl *corev1.PodTemplateSpec, rc *rayv1.RayCluster, group string) {
 	switch s.Scheduler {
 	case SchedulerPlugins:
 		tmpl.Spec.SchedulerName = SchedulerPluginsName
 		if s.Gang {
-			if tmpl.Labels == nil {
-				tmpl.Labels = map[string]string{}
+			setLabel(tmpl, LabelPodGroup, s.PodGroupName(rc))
+		}
+	case Volcano:
+		tmpl.Spec.SchedulerName = VolcanoName
+		copyLabel(tmpl, rc, LabelVolcanoQueue, LabelVolcanoQueue)
+		copyLabel(tmpl, rc, LabelPriorityClassName, LabelPriorityClassName)
+		setAnnotation(tmpl, AnnotationVolcanoGroupName, s.PodGroupName(rc))
+		setAnnotation(tmpl, AnnotationVolcanoTaskSpec, group)
+	case YuniKorn:
+		tmpl.Spec.SchedulerName = YuniKornName
+		copyLabel(tmpl, rc, LabelYuniKornAppID, LabelPodApplicationID)
+		copyLabel(tmpl, rc, LabelYuniKornQueue, LabelPodQueue)
+		if s.Gang {
+			groups := rc.Annotations[AnnotationTaskGroups]
+			if groups == "" {
+				groups = TaskGroupsJSON(TaskGroups(rc))
 			}
-			tmpl.Labels[LabelPodGroup] = cluster
+			setAnnotation(tmpl, AnnotationTaskGroups, groups)
+			setAnnotation(tmpl, AnnotationTaskGroupName, group)
 		}
+	case KAI:
+		tmpl.Spec.SchedulerName = KAIName
+		copyLabel(tmpl, rc, LabelKAIQueue, LabelKAIQueue)
 	}
 }
 
-// MinMember is the gang's size: the head and every worker pod the cluster wants (clamped replicas times
-// numOfHosts, suspended groups none), as KubeRay counts them.
-func MinMember(rc *rayv1.RayCluster) int32 {
-	n := int64(1)
-	for i := range rc.Spec.WorkerGroupSpecs {
-		n += int64(spec.GroupReplicas(rc, &rc.Spec.WorkerGroupSpecs[i]))
+// copyLabel copies the cluster's label from, when set and not empty, to the template's label to.
+func copyLabel(tmpl *corev1.PodTemplateSpec, rc *rayv1.RayCluster, from, to string) {
+	if v := rc.Labels[from]; v != "" {
+		setLabel(tmpl, to, v)
 	}
-	if n > 1<<31-1 {
-		return 1<<31 - 1
-	}
-	return int32(n)
 }
 
-// MinResources are the resources of the pods MinMember counts, each pod's from its template's containers
-// (requests, a limit where a resource has no request), as KubeRay counts a pod. KubeRay multiplies by the
-// unclamped replicas here while it counts the clamped ones as members; kray counts the same pods for both.
-func MinResources(rc *rayv1.RayCluster) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	add(total, PodResources(&rc.Spec.HeadGroupSpec.Template.Spec), 1)
-	for i := range rc.Spec.WorkerGroupSpecs {
-		g := &rc.Spec.WorkerGroupSpecs[i]
-		add(total, PodResources(&g.Template.Spec), int64(spec.GroupReplicas(rc, g)))
+func setLabel(tmpl *corev1.PodTemplateSpec, key, value string) {
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
 	}
-	return total
+	tmpl.Labels[key] = value
 }
 
-// PodResources sums the requests of the pod's containers (init containers and overhead aside), a limit
-// standing in for a resource the container does not request.
-func PodResources(pod *corev1.PodSpec) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		r := c.Resources.Requests.DeepCopy()
-		if r == nil {
-			r = corev1.ResourceList{}
-		}
-		for name, q := range c.Resources.Limits {
-			if _, ok := r[name]; !ok {
-				r[name] = q
-			}
-		}
-		add(total, r, 1)
+func setAnnotation(tmpl *corev1.PodTemplateSpec, key, value string) {
+	if tmpl.Annotations == nil {
+		tmpl.Annotations = map[string]string{}
 	}
-	return total
-}
-
-// add adds n times r to total.
-func add(total, r corev1.ResourceList, n int64) {
-	if n == 0 {
-		return
-	}
-	for name, q := range r {
-		q = q.DeepCopy()
-		q.Mul(n) // exact: past int64 it continues in decimal
-		sum := total[name]
-		sum.Add(q)
-		total[name] = sum
-	}
+	tmpl.Annotations[key] = value
 }

@@ -1,19 +1,15 @@
 package batchscheduler
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
-	"github.com/kray-project/kray/internal/kuberayref"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 func container(requests, limits corev1.ResourceList) corev1.PodTemplateSpec {
@@ -87,29 +83,6 @@ func TestGangSizeAsKubeRayCountsIt(t *testing.T) {
 	}
 }
 
-// KubeRay v1.7's scheduler-plugins sample: a PodGroup of 3 pods, 3 CPUs and 4Gi.
-func TestKubeRaysSchedulerPluginsSample(t *testing.T) {
-	path, err := kuberayref.Path(filepath.Join(kuberayref.SamplesDir, "ray-cluster.scheduler-plugins.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &rayv1.RayCluster{}
-	if err := yaml.Unmarshal(data, rc); err != nil {
-		t.Fatal(err)
-	}
-	if s := Decide(rc, SchedulerPlugins); !s.PodGroupNeeded() {
-		t.Fatalf("the sample is not a gang: %+v", s)
-	}
-	if got := MinMember(rc); got != 3 {
-		t.Errorf("MinMember = %d, want 3", got)
-	}
-	equalQuantities(t, MinResources(rc), list("cpu", "3", "memory", "4Gi"))
-}
-
 func TestPodResourcesTakeALimitWithoutARequest(t *testing.T) {
 	pod := corev1.PodSpec{Containers: []corev1.Container{
 		{Resources: corev1.ResourceRequirements{Requests: list("cpu", "1"), Limits: list("cpu", "2", "memory", "1Gi")}},
@@ -118,8 +91,23 @@ func TestPodResourcesTakeALimitWithoutARequest(t *testing.T) {
 	equalQuantities(t, PodResources(&pod), list("cpu", "1500m", "memory", "1Gi"))
 }
 
+func TestVolcanoSizesAnAutoscalingClusterByItsMinimum(t *testing.T) {
+	rc := kubeRayTestCluster(2)
+	rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+	members, resources := VolcanoSize(rc)
+	if members != 3 {
+		t.Errorf("members = %d, want the head and 1 minReplica times 2 hosts", members)
+	}
+	equalQuantities(t, resources, list("cpu", "768m", "memory", "768Mi", "nvidia.com/gpu", "2"))
+
+	rc.Spec.EnableInTreeAutoscaling = nil
+	if members, _ := VolcanoSize(rc); members != 5 {
+		t.Errorf("without autoscaling members = %d, want MinMember's 5", members)
+	}
+}
+
 func TestDecideAndItsAnnotation(t *testing.T) {
-	gang := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelGangScheduling: "false"}}}
+	labelled := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelGangScheduling: "false"}}}
 	plain := &rayv1.RayCluster{}
 	for _, tt := range []struct {
 		name     string
@@ -128,9 +116,13 @@ func TestDecideAndItsAnnotation(t *testing.T) {
 		want     Scheduling
 		text     string
 	}{
-		{"no batch scheduler", gang, "", Scheduling{}, ""},
-		{"the label's presence asks for a gang, whatever its value", gang, SchedulerPlugins, Scheduling{SchedulerPlugins, true}, "scheduler-plugins;gang"},
+		{"no batch scheduler", labelled, "", Scheduling{}, ""},
+		{"the label's presence asks for a gang, whatever its value", labelled, SchedulerPlugins, Scheduling{SchedulerPlugins, true}, "scheduler-plugins;gang"},
 		{"no label: the scheduler only", plain, SchedulerPlugins, Scheduling{SchedulerPlugins, false}, "scheduler-plugins"},
+		{"YuniKorn: a gang by the label", labelled, YuniKorn, Scheduling{YuniKorn, true}, "yunikorn;gang"},
+		{"YuniKorn: no label, no gang", plain, YuniKorn, Scheduling{YuniKorn, false}, "yunikorn"},
+		{"Volcano: every cluster is a gang", plain, Volcano, Scheduling{Volcano, true}, "volcano;gang"},
+		{"KAI groups pods itself", labelled, KAI, Scheduling{KAI, false}, "kai-scheduler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Decide(tt.rc, tt.operator)
@@ -139,25 +131,50 @@ func TestDecideAndItsAnnotation(t *testing.T) {
 			}
 		})
 	}
-	if got := Parse("volcano;gang"); got != (Scheduling{}) {
-		t.Errorf("Parse of a scheduler kray does not serve = %+v, want the default scheduler", got)
+	if got := Parse("coscheduler;gang"); got != (Scheduling{}) {
+		t.Errorf("Parse of an unknown scheduler = %+v, want the default scheduler", got)
 	}
 }
 
-func TestApplyPod(t *testing.T) {
+func TestSubmitterIsNeverAMemberOfACoschedulingGang(t *testing.T) {
+	for _, tt := range []struct{ in, want Scheduling }{
+		{Scheduling{SchedulerPlugins, true}, Scheduling{SchedulerPlugins, false}},
+		{Scheduling{Volcano, true}, Scheduling{Volcano, true}},
+		{Scheduling{YuniKorn, true}, Scheduling{YuniKorn, true}},
+	} {
+		if got := tt.in.Submitter(); got != tt.want {
+			t.Errorf("%+v.Submitter() = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPodGroupName(t *testing.T) {
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+	ofJob := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "job-x7k2p", Labels: map[string]string{
+		constants.LabelOriginatedFromCRD: constants.OriginatedFromRayJob, constants.LabelOriginatedFromCRName: "job"}}}
+	for _, tt := range []struct {
+		s    Scheduling
+		rc   *rayv1.RayCluster
+		want string
+	}{
+		{Scheduling{SchedulerPlugins, true}, rc, "c"},
+		{Scheduling{SchedulerPlugins, false}, rc, ""},
+		{Scheduling{Volcano, true}, rc, "ray-c-pg"},
+		{Scheduling{Volcano, true}, ofJob, "ray-job-pg"},
+		{Scheduling{YuniKorn, true}, rc, ""},
+		{Scheduling{KAI, false}, rc, ""},
+		{Scheduling{}, rc, ""},
+	} {
+		if got := tt.s.PodGroupName(tt.rc); got != tt.want {
+			t.Errorf("%+v.PodGroupName(%s) = %q, want %q", tt.s, tt.rc.Name, got, tt.want)
+		}
+	}
+}
+
+func TestTheDefaultSchedulerChangesNoTemplate(t *testing.T) {
 	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: "custom"}}
-	Scheduling{SchedulerPlugins, true}.ApplyPod(&tmpl, "c")
-	if tmpl.Spec.SchedulerName != SchedulerPluginsName || tmpl.Labels[LabelPodGroup] != "c" {
-		t.Errorf("gang template %+v", tmpl)
-	}
-	plain := corev1.PodTemplateSpec{}
-	Scheduling{SchedulerPlugins, false}.ApplyPod(&plain, "c")
-	if plain.Spec.SchedulerName != SchedulerPluginsName || plain.Labels != nil {
-		t.Errorf("plain template %+v", plain)
-	}
-	none := corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: "custom"}}
-	Scheduling{}.ApplyPod(&none, "c")
-	if diff := cmp.Diff(corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: "custom"}}, none); diff != "" {
-		t.Errorf("default scheduler changed the template:\n%s", diff)
+	Scheduling{}.ApplyPod(&tmpl, kubeRayTestCluster(1), GroupHead)
+	if tmpl.Spec.SchedulerName != "custom" || tmpl.Labels != nil || tmpl.Annotations != nil {
+		t.Errorf("template changed: %+v", tmpl)
 	}
 }

@@ -48,7 +48,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 		replicas = 0
 	}
 	template := HeadPodTemplate(rc, opts)
-	opts.Scheduling.ApplyPod(&template, rc.Name)
+	opts.Scheduling.ApplyPod(&template, rc, batchscheduler.GroupHead)
 	template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
@@ -94,7 +94,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	replicas := spec.GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
 	template := WorkerPodTemplate(rc, group, opts)
-	opts.Scheduling.ApplyPod(&template, rc.Name)
+	opts.Scheduling.ApplyPod(&template, rc, group.GroupName)
 	if spec.RecreateOnChange(rc) {
 		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
 		template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -64,6 +65,9 @@ func RayJobSpec(job *rayv1.RayJob, opts RayJobOptions) error {
 		if s.SubmissionMode == rayv1.SidecarMode {
 			return errors.New("ClusterSelector is not supported in SidecarMode")
 		}
+	}
+	if opts.Cluster.BatchScheduler == batchscheduler.KAI && (s.SubmissionMode == rayv1.K8sJobMode || s.SubmissionMode == "") {
+		return errors.New("KAI-Scheduler does not support RayJob with K8sJobMode: the submitter pod is created after RayCluster is ready, preventing proper gang scheduling")
 	}
 	if s.SubmissionMode == rayv1.InteractiveMode && s.BackoffLimit != nil && *s.BackoffLimit > 0 {
 		return errors.New("The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode")

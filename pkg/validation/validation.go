@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -46,6 +47,8 @@ type ClusterOptions struct {
 	// Gates are the operator's feature gates; nil is each gate off. A spec asking for a feature kray does not
 	// implement yet is refused in KubeRay's words while its gate is off, and in kray's while it is on.
 	Gates featuregate.FeatureGate
+	// BatchScheduler is the operator's batch scheduler (KubeRay's --batch-scheduler), "" for none.
+	BatchScheduler string
 }
 
 // on reports whether gate is on in o.
@@ -106,6 +109,9 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 		}
 	}
 	if err := ftRules(rc); err != nil {
+		return err
+	}
+	if err := batchSchedulerLabels(rc, opts.BatchScheduler); err != nil {
 		return err
 	}
 	if err := autoscalerRules(rc, autoscaling, v2); err != nil {
@@ -299,4 +305,21 @@ func rayContainerNotFirst(where string, containers []corev1.Container) (Warning,
 
 func looksLikeRay(c corev1.Container) bool {
 	return strings.Contains(strings.ToLower(c.Image), "ray") || strings.HasPrefix(strings.ToLower(c.Name), "ray")
+}
+
+// batchSchedulerLabels checks the labels the operator's batch scheduler reads from the cluster: Volcano's
+// network topology tier is an integer when a topology mode is set.
+func batchSchedulerLabels(rc *rayv1.RayCluster, scheduler string) error {
+	if scheduler != batchscheduler.Volcano {
+		return nil
+	}
+	if _, ok := rc.Labels[batchscheduler.LabelNetworkTopologyMode]; !ok {
+		return nil
+	}
+	if tier, ok := rc.Labels[batchscheduler.LabelNetworkTopologyHighestTier]; ok {
+		if _, err := strconv.Atoi(tier); err != nil {
+			return fmt.Errorf("label %s must be an integer, got %q", batchscheduler.LabelNetworkTopologyHighestTier, tier)
+		}
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ import (
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
+	volcanov1beta1 "github.com/kray-project/kray/api/volcano/v1beta1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/fixture"
 	"github.com/kray-project/kray/internal/writetest"
@@ -47,6 +48,7 @@ func testScheme() *runtime.Scheme {
 	utilruntime.Must(kruisev1alpha1.AddToScheme(s))
 	utilruntime.Must(kruisev1beta1.AddToScheme(s))
 	utilruntime.Must(schedv1alpha1.AddToScheme(s))
+	utilruntime.Must(volcanov1beta1.AddToScheme(s))
 	return s
 }
 

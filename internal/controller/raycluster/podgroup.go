@@ -10,18 +10,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
+	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 )
 
-// reconcilePodGroup keeps the scheduler-plugins PodGroup of a gang-scheduled cluster: created before the
-// cluster's workloads, its size following the pods the cluster wants (scale changes, suspended groups), and
-// deleted while the cluster is suspended or no longer a gang. A PodGroup of that name the cluster does not
-// control is never adopted or changed: the workloads wait, and a Warning says whose it is.
+// reconcilePodGroup keeps the PodGroup a cluster's gang is scheduled by (scheduler-plugins' or Volcano's):
+// created before the cluster's workloads, its size following the pods the cluster wants (scale changes,
+// suspended groups), and deleted while the cluster is suspended. A PodGroup of that name the cluster does
+// not control is never adopted or changed: the workloads wait, and a Warning says whose it is.
 func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
+	name := s.scheduling.PodGroupName(s.effective)
+	if name == "" || s.scheduling.Scheduler != r.BatchScheduler {
+		// Only an operator running the cluster's scheduler reads and writes its kind of PodGroup.
+		return nil
+	}
 	desired := builder.PodGroup(s.effective, s.scheduling)
-	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: s.rc.Name}
-	live := &schedv1alpha1.PodGroup{}
+	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: name}
+	live := batchscheduler.EmptyPodGroup(s.scheduling.Scheduler)
 	err := r.Cache.Get(ctx, key, live)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read PodGroup %s: %w", key.Name, err)
@@ -33,6 +38,7 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		}
 		return r.deleteUnwanted(ctx, s, live, "PodGroup", EventDeletedPodGroup, EventFailedToWritePodGroup, "the cluster's pods are not a gang now (suspended)")
 	}
+	members, resources := builder.PodGroupSize(desired)
 	if !found {
 		made, err := r.create(ctx, desired)
 		if err != nil {
@@ -40,7 +46,7 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 			return fmt.Errorf("create PodGroup %s: %w", key.Name, err)
 		}
 		if made {
-			s.normal(EventCreatedPodGroup, "Created PodGroup %s/%s of %d pods", key.Namespace, key.Name, desired.Spec.MinMember)
+			s.normal(EventCreatedPodGroup, "Created PodGroup %s/%s of %d pods", key.Namespace, key.Name, members)
 			return nil
 		}
 		// It exists, and the cache (which holds only PodGroups labelled with a cluster) does not show it.
@@ -52,10 +58,11 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		s.warn(EventFailedToWritePodGroup, "PodGroup %s/%s exists and is not controlled by this RayCluster: kray neither uses nor changes it, and the cluster's pods wait for it", key.Namespace, key.Name)
 		return notOwnedError("PodGroup", key.Name)
 	}
-	if live.Spec.MinMember == desired.Spec.MinMember && equality.Semantic.DeepEqual(live.Spec.MinResources, desired.Spec.MinResources) {
+	liveMembers, liveResources := builder.PodGroupSize(live)
+	if liveMembers == members && equality.Semantic.DeepEqual(liveResources, resources) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"minMember": desired.Spec.MinMember, "minResources": desired.Spec.MinResources}})
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"minMember": members, "minResources": resources}})
 	if err != nil {
 		return err
 	}
@@ -63,6 +70,6 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		s.warn(EventFailedToWritePodGroup, "Failed to update PodGroup %s/%s: %v", key.Namespace, key.Name, err)
 		return fmt.Errorf("update PodGroup %s: %w", key.Name, err)
 	}
-	s.normal(EventUpdatedPodGroup, "Updated PodGroup %s/%s: %d pods (was %d)", key.Namespace, key.Name, desired.Spec.MinMember, live.Spec.MinMember)
+	s.normal(EventUpdatedPodGroup, "Updated PodGroup %s/%s: %d pods (was %d)", key.Namespace, key.Name, members, liveMembers)
 	return nil
 }

@@ -109,7 +109,7 @@ func (r *Reconciler) phases() []phase {
 	headNeeds := []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}
 	workerNeeds := []string{phasePreflight, phaseAuthSecret}
 	var podGroup []phase
-	if r.BatchScheduler == batchscheduler.SchedulerPlugins {
+	if batchscheduler.UsesPodGroups(r.BatchScheduler) {
 		// A gang's PodGroup exists before any of its pods: a pod naming a missing PodGroup is refused at Permit.
 		podGroup = []phase{{name: phasePodGroup, run: r.reconcilePodGroup, needs: pre, creates: true}}
 		headNeeds, workerNeeds = append(headNeeds, phasePodGroup), append(workerNeeds, phasePodGroup)

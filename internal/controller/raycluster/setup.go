@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
@@ -101,10 +100,12 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
-// CachePodGroups scopes the cache of scheduler-plugins' PodGroups likewise, for an operator with that batch
-// scheduler (the only one whose scheme knows them).
-func CachePodGroups(opts *cache.Options) {
-	opts.ByObject[&schedv1alpha1.PodGroup{}] = cache.ByObject{Label: ownedSelector()}
+// CachePodGroups scopes the cache of the batch scheduler's PodGroups likewise, for an operator with a
+// scheduler that uses them.
+func CachePodGroups(opts *cache.Options, scheduler string) {
+	if obj := batchscheduler.EmptyPodGroup(scheduler); obj != nil {
+		opts.ByObject[obj] = cache.ByObject{Label: ownedSelector()}
+	}
 }
 
 // ownedSelector selects the objects labelled with ray.io/cluster.
@@ -144,13 +145,16 @@ type SetupOptions struct {
 }
 
 // PodGroupsServed checks that the API server serves the PodGroups of the batch scheduler (scheduler-plugins'
-// CRD), so that an operator started with --batch-scheduler=scheduler-plugins on a cluster without them says
-// so at start instead of failing each gang's reconcile.
-func PodGroupsServed(mapper meta.RESTMapper) error {
-	gk := schema.GroupKind{Group: schedv1alpha1.GroupVersion.Group, Kind: "PodGroup"}
-	if _, err := mapper.RESTMapping(gk, schedv1alpha1.GroupVersion.Version); err != nil {
-		return fmt.Errorf("--batch-scheduler=%s: the API server does not serve %s PodGroup (CRD podgroups.%s); install scheduler-plugins' CRD: %w",
-			batchscheduler.SchedulerPlugins, schedv1alpha1.GroupVersion, gk.Group, err)
+// or Volcano's CRD), so that an operator started with --batch-scheduler on a cluster without them says so at
+// start instead of failing each gang's reconcile. A scheduler that needs no PodGroup passes.
+func PodGroupsServed(mapper meta.RESTMapper, scheduler string) error {
+	if !batchscheduler.UsesPodGroups(scheduler) {
+		return nil
+	}
+	gv := batchscheduler.PodGroupVersion(scheduler)
+	if _, err := mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: "PodGroup"}, gv.Version); err != nil {
+		return fmt.Errorf("--batch-scheduler=%s: the API server does not serve %s PodGroup (CRD podgroups.%s); install %s's CRDs: %w",
+			scheduler, gv, gv.Group, scheduler, err)
 	}
 	return nil
 }
@@ -169,9 +173,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 		}
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
-	if r.BatchScheduler == batchscheduler.SchedulerPlugins {
+	if obj := batchscheduler.EmptyPodGroup(r.BatchScheduler); obj != nil {
 		// A PodGroup someone changed or deleted is put back.
-		b = b.Owns(&schedv1alpha1.PodGroup{})
+		b = b.Owns(obj)
 	}
 	return b.
 		Named("raycluster").

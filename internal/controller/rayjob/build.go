@@ -78,6 +78,25 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 	return rc
 }
 
+// WithSubmitterTaskGroup gives a K8sJobMode RayJob's cluster rc, when it is a YuniKorn gang, the task
+// groups of the cluster and of the submitter pod (unless the RayJob brings its own), as KubeRay does: its
+// pods and the submitter name them, so YuniKorn reserves room for the submitter from the start.
+func WithSubmitterTaskGroup(job *rayv1.RayJob, rc *rayv1.RayCluster, scheduler string) {
+	s := batchscheduler.Decide(rc, scheduler)
+	if s.Scheduler != batchscheduler.YuniKorn || !s.Gang || !submitterJobMode(job) || rc.Annotations[batchscheduler.AnnotationTaskGroups] != "" {
+		return
+	}
+	tmpl := defaultSubmitterTemplate(rc)
+	if job.Spec.SubmitterPodTemplate != nil {
+		tmpl = *job.Spec.SubmitterPodTemplate
+	}
+	if rc.Annotations == nil {
+		rc.Annotations = map[string]string{}
+	}
+	groups := append(batchscheduler.TaskGroups(rc), batchscheduler.SubmitterTaskGroup(&tmpl))
+	rc.Annotations[batchscheduler.AnnotationTaskGroups] = batchscheduler.TaskGroupsJSON(groups)
+}
+
 // sidecarContainer is the SidecarMode container of the head pod: KubeRay's ray-job-submitter, in the head's
 // image with KubeRay's default submitter resources, that only follows the logs of the job kray submits (under
 // status.jobId, over the Job API) and then waits. It never submits, so a head that Kruise replaces, or a Ray
@@ -291,9 +310,9 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string,
 		corev1.EnvVar{Name: EnvRayJobSubmissionID, Value: job.Status.JobId},
 	)
 	builder.ClientAuth(rc, &tmpl)
-	// Under a batch scheduler the submitter goes to it too, never as a member of its cluster's gang: it is
-	// not one of the cluster's pods, and it starts only once the cluster runs.
-	batchscheduler.Scheduling{Scheduler: opts.Scheduling.Scheduler}.ApplyPod(&tmpl, rc.Name)
+	// Under a batch scheduler the submitter goes to it too, in its cluster's group as KubeRay puts it there
+	// (batchscheduler.Scheduling.Submitter).
+	batchscheduler.Decide(rc, opts.Scheduling.Scheduler).Submitter().ApplyPod(&tmpl, rc, batchscheduler.GroupSubmitter)
 	if tmpl.Spec.RestartPolicy == "" {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}

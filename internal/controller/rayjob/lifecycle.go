@@ -167,7 +167,9 @@ func clusterPresent(o Observed, d *Decision) bool {
 		d.wantRequeue(PollInterval)
 		return false
 	}
-	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: Cluster(jobWithStatus(job, &d.Status), d.Status.RayClusterName)})
+	rc := Cluster(jobWithStatus(job, &d.Status), d.Status.RayClusterName)
+	WithSubmitterTaskGroup(job, rc, o.Options.Scheduling.Scheduler)
+	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: rc})
 	return false
 }
 
