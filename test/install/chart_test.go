@@ -291,18 +291,21 @@ configuration:
 			values: `batchScheduler: {name: scheduler-plugins}`,
 			kinds:  base,
 			args:   append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--batch-scheduler=scheduler-plugins", "--zap-log-level=info", "--zap-encoder=json"),
-			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				var role rbacv1.ClusterRole
-				for _, o := range objs {
-					if o.GetKind() == "ClusterRole" && o.GetName() == "kray" {
-						typed(t, o, &role)
-					}
-				}
-				last := role.Rules[len(role.Rules)-1]
-				if !slices.Equal(last.APIGroups, []string{"scheduling.x-k8s.io"}) || !slices.Equal(last.Resources, []string{"podgroups"}) {
-					t.Errorf("the operator's role lacks the PodGroups rule: last rule %+v", last)
-				}
-			},
+			check:  lastRuleIsPodGroups("scheduling.x-k8s.io"),
+		},
+		{
+			name: "volcano", rel: defaultRelease,
+			values: `batchScheduler: {name: volcano}`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--batch-scheduler=volcano", "--zap-log-level=info", "--zap-encoder=json"),
+			check:  lastRuleIsPodGroups("scheduling.volcano.sh"),
+		},
+		{
+			name: "KubeRay's deprecated switch is volcano", rel: defaultRelease,
+			values: `batchScheduler: {enabled: true}`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--enable-batch-scheduler", "--zap-log-level=info", "--zap-encoder=json"),
+			check:  lastRuleIsPodGroups("scheduling.volcano.sh"),
 		},
 		{
 			name: "single namespace install", rel: defaultRelease,
@@ -412,5 +415,21 @@ func leafKeys(prefix string, v any, out *[]string) {
 			key = prefix + "." + k
 		}
 		leafKeys(key, child, out)
+	}
+}
+
+// lastRuleIsPodGroups checks that the operator's ClusterRole ends with the rule on the PodGroups of group.
+func lastRuleIsPodGroups(group string) func(*testing.T, []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		var role rbacv1.ClusterRole
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" && o.GetName() == "kray" {
+				typed(t, o, &role)
+			}
+		}
+		last := role.Rules[len(role.Rules)-1]
+		if !slices.Equal(last.APIGroups, []string{group}) || !slices.Equal(last.Resources, []string{"podgroups"}) {
+			t.Errorf("the operator's role lacks the %s PodGroups rule: last rule %+v", group, last)
+		}
 	}
 }
