@@ -27,6 +27,11 @@
 #                       it is ready.
 #   stop-scheduler-plugins
 #                       stop it (the CRD and PodGroups stay). `down` stops it too.
+#   start-yunikorn      start Apache YuniKorn's scheduler (YUNIKORN_VERSION, built on demand) out of cluster beside
+#                       kube-scheduler, and wait until it is healthy.
+#   stop-yunikorn       stop it. `down` stops it too.
+#   install-volcano-crds
+#                       apply Volcano's PodGroup and Queue CRDs (VOLCANO_VERSION's module; no Volcano scheduler runs).
 #   kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE
 #                       write a kubeconfig that authenticates as that ServiceAccount with a 24 h token from
 #                       `kubectl create token`.
@@ -45,6 +50,7 @@
 #   29881 kueue health         KRAY_KUEUE_HEALTH_PORT         (http /readyz)
 #   29882 kueue metrics        KRAY_KUEUE_METRICS_PORT
 #   26260 scheduler-plugins    KRAY_SCHEDULER_PLUGINS_PORT    (https /healthz)
+#    9080 yunikorn             fixed by YuniKorn, binds 0.0.0.0 (http /ws/v1/scheduler/healthcheck)
 #
 # Other environment:
 #   KRAY_NODES=4  KRAY_NODE_CPU=1000  KRAY_NODE_MEMORY=2000Gi  KRAY_NODE_PODS=1000
@@ -132,6 +138,7 @@ declare -A BINARY=(
   # Kueue is optional (start-kueue), so it is not in COMPONENTS.
   [kueue]="${TOOLS}/kueue-${KUEUE_VERSION}/kueue"
   [scheduler-plugins]="${TOOLS}/scheduler-plugins-${SCHEDULER_PLUGINS_VERSION}/scheduler-plugins"
+  [yunikorn]="${TOOLS}/yunikorn-${YUNIKORN_VERSION}/yunikorn-scheduler"
 )
 # LAUNCHER runs before a binary, in its process (see start_process); Kueue's sets up a private mount namespace.
 declare -A LAUNCHER=()
@@ -153,7 +160,7 @@ require_commands() {
 }
 
 # The functions, by concern.
-for lib in processes pki components objects kueue schedulerplugins; do
+for lib in processes pki components objects kueue schedulerplugins yunikorn volcano; do
   # shellcheck source=/dev/null
   source "${ROOT}/hack/lib/${lib}.sh"
 done
@@ -217,7 +224,7 @@ cmd_down() {
   [[ -d "${STATE_DIR}" ]] || { log "nothing to stop (no ${STATE_DIR})"; return 0; }
   lock_state
   if [[ -d "${RUN_DIR}" ]]; then
-    stop_processes scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
+    stop_processes yunikorn scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
     stop_processes kube-apiserver
     stop_processes etcd
   fi
@@ -326,6 +333,28 @@ cmd_stop_scheduler_plugins() {
   stop_processes scheduler-plugins
 }
 
+cmd_start_yunikorn() {
+  require_commands
+  require_apiserver
+  lock_state
+  prepare_state
+  start_yunikorn
+  ready_yunikorn
+  log "yunikorn ready"
+}
+
+cmd_stop_yunikorn() {
+  lock_state
+  stop_processes yunikorn
+}
+
+cmd_install_volcano_crds() {
+  require_commands
+  require_apiserver
+  install_volcano_crds
+  log "Volcano's CRDs established"
+}
+
 # cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
 # blip for fault tests): every client's watches break and must resume. kube-controller-manager is down
 # meanwhile: a restarted apiserver serves the built-in APIs a moment before the CRD groups are in discovery,
@@ -380,6 +409,9 @@ main() {
     stop-kueue) cmd_stop_kueue ;;
     start-scheduler-plugins) cmd_start_scheduler_plugins ;;
     stop-scheduler-plugins) cmd_stop_scheduler_plugins ;;
+    start-yunikorn) cmd_start_yunikorn ;;
+    stop-yunikorn) cmd_stop_yunikorn ;;
+    install-volcano-crds) cmd_install_volcano_crds ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;
     -h | --help | help) usage ;;
     *)

@@ -26,6 +26,11 @@ export KRAY_E2E_KUEUE=1
 # The real scheduler-plugins coscheduling scheduler, for the gang scheduling tests.
 "${ROOT}/hack/cluster.sh" start-scheduler-plugins >&2
 export KRAY_E2E_SCHEDULER_PLUGINS=1
+# The real YuniKorn scheduler, and Volcano's CRDs (no Volcano scheduler), for their gang tests.
+"${ROOT}/hack/cluster.sh" start-yunikorn >&2
+export KRAY_E2E_YUNIKORN=1
+"${ROOT}/hack/cluster.sh" install-volcano-crds >&2
+export KRAY_E2E_VOLCANO=1
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT
@@ -38,7 +43,7 @@ if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/ku
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
-for component in kray-operator kruise-manager kueue scheduler-plugins kube-apiserver; do
+for component in kray-operator kruise-manager kueue scheduler-plugins yunikorn kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue
   printf '\n===== last 60 lines of %s =====\n' "${log}" >&2

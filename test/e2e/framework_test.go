@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
+	volcanov1beta1 "github.com/kray-project/kray/api/volcano/v1beta1"
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
@@ -63,6 +64,7 @@ func run(m *testing.M) int {
 	utilruntime.Must(kruisev1alpha1.AddToScheme(scheme))
 	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
 	utilruntime.Must(schedv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
 	path := os.Getenv("KUBECONFIG")
 	if path == "" {
 		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run `make e2e` (local cluster) or hack/kind-e2e.sh")

@@ -35,17 +35,20 @@ func needSchedulerPlugins(t *testing.T) {
 	}
 }
 
-// gangOperator restarts the operator with --batch-scheduler=scheduler-plugins and the rights on PodGroups
-// (config/scheduler-plugins), and the plain operator again when the test ends.
-func gangOperator(t *testing.T) {
+// batchOperator restarts the operator with --batch-scheduler=scheduler and, when rights names one, the
+// kustomize component of the rights that scheduler needs (config/<rights>), and the plain operator again when
+// the test ends.
+func batchOperator(t *testing.T, scheduler, rights string) {
 	t.Helper()
-	out, err := exec.Command("kubectl", "apply", "-k", filepath.Join(repoRoot, "config", "scheduler-plugins")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("apply config/scheduler-plugins: %v\n%s", err, out)
+	if rights != "" {
+		out, err := exec.Command("kubectl", "apply", "-k", filepath.Join(repoRoot, "config", rights)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("apply config/%s: %v\n%s", rights, err, out)
+		}
 	}
 	hack(t, "operator.sh", "stop")
 	t.Cleanup(func() { hack(t, "operator.sh", "stop"); hack(t, "operator.sh", "start") })
-	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --batch-scheduler=" + batchscheduler.SchedulerPlugins}, "operator.sh", "start")
+	hackEnv(t, []string{"KRAY_OPERATOR_ARGS=" + os.Getenv("KRAY_OPERATOR_ARGS") + " --batch-scheduler=" + scheduler}, "operator.sh", "start")
 }
 
 // gangNode makes a kwok node that only the test's pods go to (a taint they tolerate, a label they select)
@@ -125,7 +128,7 @@ func TestGangIsScheduledAllOrNothing(t *testing.T) {
 	needSchedulerPlugins(t)
 	g := NewWithT(t)
 	ns := namespace(t)
-	gangOperator(t)
+	batchOperator(t, batchscheduler.SchedulerPlugins, "scheduler-plugins")
 	// Nodes of the test's own, named after its namespace: pods a failed earlier run left bound to a node of
 	// the same name would take its slots.
 	gangNodeName, singleNodeName := ns+"-gang", ns+"-single"
