@@ -128,7 +128,7 @@ func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
 	fs.StringVar(&k.logFilePath, "log-file-path", "", "KubeRay's log file: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.logFileEncoder, "log-file-encoder", "", "KubeRay's log file encoder: not supported by kray (it logs to stderr)")
 	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): a field it sets may not also be given as a flag; a field it leaves out keeps its flag, else takes KubeRay's default")
-	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler of Ray pods: scheduler-plugins (coscheduling); volcano, yunikorn and kai-scheduler are KubeRay's names that kray does not serve yet")
+	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler of Ray pods: scheduler-plugins (coscheduling), volcano, yunikorn or kai-scheduler")
 	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated switch for --batch-scheduler=volcano")
 	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")
 	fs.BoolVar(&k.forcedUpgrade, "forced-cluster-upgrade", false, "deprecated in KubeRay, where it does nothing; accepted")

@@ -124,6 +124,50 @@ func (s Scheduling) ApplyPod(tmpl *corev1.PodTemplateSpec, rc *rayv1.RayCluster,
 	}
 }
 
+// podKeys are the pod labels and annotations the scheduler sets (ApplyPod).
+func (s Scheduling) podKeys() (labels, annotations []string) {
+	switch s.Scheduler {
+	case SchedulerPlugins:
+		return []string{LabelPodGroup}, nil
+	case Volcano:
+		return []string{LabelVolcanoQueue, LabelPriorityClassName}, []string{AnnotationVolcanoGroupName, AnnotationVolcanoTaskSpec}
+	case YuniKorn:
+		return []string{LabelPodApplicationID, LabelPodQueue}, []string{AnnotationTaskGroups, AnnotationTaskGroupName}
+	case KAI:
+		return []string{LabelKAIQueue}, nil
+	}
+	return nil, nil
+}
+
+// Keep sets the scheduler's labels and annotations of tmpl to those of live, the template of the workload
+// as it exists (none: tmpl is kept as it is): what a scheduler reads of a pod is fixed when its workload is
+// created, so that a later change of the cluster's labels (a queue) or size (YuniKorn's task groups) never
+// restarts pods under an upgrade strategy that updates them. New pods join the gang their workload was made
+// for.
+func (s Scheduling) Keep(tmpl, live *corev1.PodTemplateSpec) {
+	if live == nil {
+		return
+	}
+	labels, annotations := s.podKeys()
+	keep(&tmpl.Labels, live.Labels, labels)
+	keep(&tmpl.Annotations, live.Annotations, annotations)
+}
+
+// keep makes the keys of *m what they are in live: the same value, or absent.
+func keep(m *map[string]string, live map[string]string, keys []string) {
+	for _, k := range keys {
+		v, ok := live[k]
+		switch {
+		case ok && *m == nil:
+			*m = map[string]string{k: v}
+		case ok:
+			(*m)[k] = v
+		default:
+			delete(*m, k)
+		}
+	}
+}
+
 // copyLabel copies the cluster's label from, when set and not empty, to the template's label to.
 func copyLabel(tmpl *corev1.PodTemplateSpec, rc *rayv1.RayCluster, from, to string) {
 	if v := rc.Labels[from]; v != "" {

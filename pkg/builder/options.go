@@ -32,6 +32,10 @@ type Options struct {
 	// Scheduling is how this cluster's pods are scheduled (a batch scheduler, a gang); the zero value is
 	// Kubernetes' default scheduler.
 	Scheduling batchscheduler.Scheduling
+	// LiveTemplates are the pod templates of the cluster's existing workloads, by workload name: the scheduler
+	// metadata a workload's template already has is kept (batchscheduler.Scheduling.Keep), so a change of the
+	// cluster's labels never restarts pods for it.
+	LiveTemplates map[string]*corev1.PodTemplateSpec
 	// PodDefaults are what the operator's Configuration file adds to every Ray pod (KubeRay's
 	// headSidecarContainers, workerSidecarContainers, defaultContainerEnvs, defaultPodLabels and
 	// defaultPodAnnotations).

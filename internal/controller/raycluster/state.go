@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -59,10 +60,23 @@ func schedulingOf(c children, rc *rayv1.RayCluster, operator string) batchschedu
 }
 
 // workloadOptions are the builders' options for this cluster's workloads: the operator's, with its
-// scheduling.
+// scheduling and, under a batch scheduler, the pod templates of the workloads that exist (whose scheduler
+// metadata is kept).
 func (r *Reconciler) workloadOptions(s *state) builder.Options {
 	o := r.Options
 	o.Scheduling = s.scheduling
+	if s.scheduling.Scheduler == "" {
+		return o
+	}
+	o.LiveTemplates = map[string]*corev1.PodTemplateSpec{}
+	if h := s.children.headSet; h != nil {
+		o.LiveTemplates[h.Name] = &h.Spec.Template
+	}
+	for i := range s.children.cloneSets {
+		if cs := &s.children.cloneSets[i]; shared.OwnedBy(cs, s.rc) {
+			o.LiveTemplates[cs.Name] = &cs.Spec.Template
+		}
+	}
 	return o
 }
 

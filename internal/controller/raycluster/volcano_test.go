@@ -3,6 +3,7 @@ package raycluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -97,5 +98,39 @@ func TestVolcanoPodGroupOfARayJobsCluster(t *testing.T) {
 	e.converge(rc)
 	if pg := e.volcanoPodGroup("ray-job-pg"); pg == nil || pg.Spec.MinMember != 2 {
 		t.Fatalf("PodGroup ray-job-pg %+v", pg)
+	}
+}
+
+// What a scheduler reads of a pod is fixed with its workload: under RollingUpdate (which updates running pods
+// for a template change) a new queue label on the cluster rewrites no workload, and a worker group added
+// afterwards gets the new queue.
+func TestSchedulerMetadataIsFixedWithItsWorkload(t *testing.T) {
+	rc := cluster("v").group("small", 2).with(func(rc *rayv1.RayCluster) {
+		rc.Labels = map[string]string{batchscheduler.LabelVolcanoQueue: "q1"}
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.r.BatchScheduler = batchscheduler.Volcano
+	e.converge(rc)
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) { rc.Labels[batchscheduler.LabelVolcanoQueue] = "q2" })
+	for _, w := range e.mustReconcile(rc) {
+		if strings.Contains(w, "StatefulSet/") || strings.Contains(w, "CloneSet/") {
+			t.Errorf("a queue label change wrote %s", w)
+		}
+	}
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, *rc.Spec.WorkerGroupSpecs[0].DeepCopy())
+		rc.Spec.WorkerGroupSpecs[1].GroupName = "late"
+	})
+	e.converge(rc)
+	for group, want := range map[string]string{"small": "q1", "late": "q2"} {
+		cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("v", group)).(*kruisev1alpha1.CloneSet)
+		if got := cs.Spec.Template.Labels[batchscheduler.LabelVolcanoQueue]; got != want {
+			t.Errorf("group %s: queue %q, want %q", group, got, want)
+		}
+	}
+	sts := e.get(&kruisev1beta1.StatefulSet{}, names.HeadStatefulSet("v")).(*kruisev1beta1.StatefulSet)
+	if got := sts.Spec.Template.Labels[batchscheduler.LabelVolcanoQueue]; got != "q1" {
+		t.Errorf("head: queue %q, want q1", got)
 	}
 }
