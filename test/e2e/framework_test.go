@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
-	volcanov1beta1 "github.com/kray-project/kray/api/volcano/v1beta1"
 	rayv1 "github.com/kray-project/kray/api/v1"
+	volcanov1beta1 "github.com/kray-project/kray/api/volcano/v1beta1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
