@@ -20,9 +20,9 @@ func sampleObject(t *testing.T, file, kind string, into any) {
 
 // podMeta is what a scheduler reads from a pod.
 type podMeta struct {
-	SchedulerName string
-	Labels        map[string]string
-	Annotations   map[string]string
+	SchedulerName string            `json:"schedulerName,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
 }
 
 func metaOf(s Scheduling, rc *rayv1.RayCluster, tmpl corev1.PodTemplateSpec, group string) podMeta {
