@@ -133,10 +133,17 @@ const (
 	ConditionWorkloadsSynced = "WorkloadsSynced"
 	// ConditionPodsUpToDate is True when every pod that the upgrade strategy updates runs the current spec.
 	ConditionPodsUpToDate = "PodsUpToDate"
+	// ConditionPodsScheduled, on a cluster whose pods go to a batch scheduler, is False while some of them wait
+	// for it (a gang without room, a queue that does not exist) with what the scheduler said, True once all
+	// are bound.
+	ConditionPodsScheduled = "PodsScheduled"
 )
 
 // Condition reasons.
 const (
+	// ReasonAllPodsScheduled and ReasonWaitingForScheduler are the PodsScheduled condition's reasons.
+	ReasonAllPodsScheduled    = "AllPodsScheduled"
+	ReasonWaitingForScheduler = "WaitingForScheduler"
 	ReasonHeadPodNotFound                = "HeadPodNotFound"
 	ReasonHeadPodRunningAndReady         = "HeadPodRunningAndReady"
 	ReasonUnknown                        = "Unknown"

@@ -37,6 +37,8 @@ type Observed struct {
 	InvalidReason string
 	// Now is the time this status is computed at.
 	Now metav1.Time
+	// BatchScheduler is the batch scheduler the cluster's pods go to, "" for Kubernetes' default scheduler.
+	BatchScheduler string
 }
 
 // Compute returns the new status of rc. It does not modify rc.
@@ -57,6 +59,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	setUpdateProgress(&st, rc, obs)
 	suspendedNow := setSuspension(&st, rc, obs.Pods, obs.Now)
 	setProvisioned(&st, obs.Pods, obs.Now)
+	setPodsScheduled(&st, obs)
 
 	state := st.State
 	switch {
@@ -379,4 +382,45 @@ func setProvisioned(st *rayv1.RayClusterStatus, pods []corev1.Pod, now metav1.Ti
 		return
 	}
 	set(st, t, metav1.ConditionFalse, constants.ReasonPodsProvisioning, "RayCluster Pods are being provisioned for first time", now)
+}
+
+// setPodsScheduled reports, for a cluster whose pods go to a batch scheduler, the pods that wait for it:
+// how many, and what the scheduler said of the first (by name) in its PodScheduled condition. The scheduler
+// decides; kray only reports, and never deletes or recreates a waiting pod.
+func setPodsScheduled(st *rayv1.RayClusterStatus, obs Observed) {
+	if obs.BatchScheduler == "" {
+		return
+	}
+	var waiting []*corev1.Pod
+	live := 0
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		live++
+		if p.Spec.NodeName == "" {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) == 0 {
+		if live > 0 {
+			set(st, constants.ConditionPodsScheduled, metav1.ConditionTrue, constants.ReasonAllPodsScheduled, "", obs.Now)
+		}
+		return
+	}
+	first := waiting[0]
+	for _, p := range waiting[1:] {
+		if p.Name < first.Name {
+			first = p
+		}
+	}
+	said := fmt.Sprintf("%s has not reported on them yet", obs.BatchScheduler)
+	for _, c := range first.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			said = fmt.Sprintf("%s says of %s: %s: %s", obs.BatchScheduler, first.Name, c.Reason, c.Message)
+		}
+	}
+	set(st, constants.ConditionPodsScheduled, metav1.ConditionFalse, constants.ReasonWaitingForScheduler,
+		fmt.Sprintf("%d of %d pods wait for %s; %s", len(waiting), live, obs.BatchScheduler, said), obs.Now)
 }

@@ -21,6 +21,7 @@ import (
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/batchscheduler"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // gangSlot is the extended resource of the gang tests' nodes: each Ray pod of a test cluster asks for one,
@@ -153,10 +154,18 @@ func TestGangIsScheduledAllOrNothing(t *testing.T) {
 		g.Expect(p.Labels).To(HaveKeyWithValue(batchscheduler.LabelPodGroup, rc.Name))
 	}
 	g.Consistently(func(g Gomega) { g.Expect(bound(g, rc)).To(BeZero()) }, 15*time.Second, time.Second).Should(Succeed(), "two of three fit, and none may start")
+	g.Eventually(func(g Gomega) {
+		c := podsScheduled(g, rc)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(constants.ReasonWaitingForScheduler))
+		g.Expect(c.Message).To(HavePrefix("3 of 3 pods wait for scheduler-plugins; scheduler-plugins says of "))
+	}, readyTimeout, poll).Should(Succeed(), "the gang's wait is reported")
 
 	setSlots(t, gangNodeName, 3)
 	waitReady(t, rc, 2)
 	g.Expect(bound(g, rc)).To(Equal(3))
+	g.Eventually(func(g Gomega) { g.Expect(podsScheduled(g, rc).Status).To(Equal(metav1.ConditionTrue)) }, readyTimeout, poll).Should(Succeed())
 
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
 	g.Eventually(func(g Gomega) { g.Expect(podGroupOf(g, rc).Spec.MinMember).To(Equal(int32(4))) }, readyTimeout, poll).Should(Succeed())
@@ -171,4 +180,11 @@ func TestGangIsScheduledAllOrNothing(t *testing.T) {
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(false) })
 	waitReady(t, rc, 3)
 	g.Expect(podGroupOf(g, rc)).NotTo(BeNil())
+}
+
+// podsScheduled is the cluster's PodsScheduled condition as last written.
+func podsScheduled(g Gomega, rc *rayv1.RayCluster) *metav1.Condition {
+	cur := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), cur)).To(Succeed())
+	return condition(cur, constants.ConditionPodsScheduled)
 }

@@ -80,6 +80,11 @@ func TestVolcanoPodGroupOnItsRealCRDs(t *testing.T) {
 	}
 	g.Consistently(func(g Gomega) { g.Expect(bound(g, rc)).To(BeZero()) }, 3*time.Second, 500*time.Millisecond).Should(Succeed(),
 		"no scheduler named volcano runs here")
+	g.Eventually(func(g Gomega) {
+		c := podsScheduled(g, rc)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(Equal("3 of 3 pods wait for volcano; volcano has not reported on them yet"))
+	}, readyTimeout, poll).Should(Succeed(), "the wait is reported")
 
 	update(t, rc, func(c *rayv1.RayCluster) {
 		c.Spec.WorkerGroupSpecs[0].Replicas, c.Spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](3), ptr.To[int32](3)

@@ -22,7 +22,8 @@ var unreadPodConditions = []corev1.PodConditionType{
 
 // podChangeMatters reports whether a pod update can change what a reconcile of its cluster does or reports.
 // It is false only when everything that changed is one of a known list of fields kray never reads: the node
-// binding, the conditions in unreadPodConditions, and Kruise's lifecycle moving a pod that already carries
+// binding, the conditions in unreadPodConditions (except a batch scheduler's PodScheduled=False, which the
+// PodsScheduled condition reports), and Kruise's lifecycle moving a pod that already carries
 // the drain hook from PreparingNormal to Normal (the drain phases act on PreparingDelete pods, and on Normal
 // pods without the hook). Any other difference, including one in a field added later, matters.
 //
@@ -41,8 +42,10 @@ func readPart(p *corev1.Pod) *corev1.Pod {
 	c := *p
 	c.ResourceVersion, c.ManagedFields = "", nil
 	c.Spec.NodeName = ""
+	batch := p.Spec.SchedulerName != "" && p.Spec.SchedulerName != corev1.DefaultSchedulerName
 	c.Status.Conditions = slices.DeleteFunc(slices.Clone(p.Status.Conditions), func(cond corev1.PodCondition) bool {
-		return slices.Contains(unreadPodConditions, cond.Type)
+		// A batch scheduler's word on a pod it does not bind is reported (the PodsScheduled condition).
+		return slices.Contains(unreadPodConditions, cond.Type) && !(batch && cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse)
 	})
 	if p.Labels[constants.LabelDrainHook] == constants.DrainHookValue && quietLifecycle(p.Labels[constants.LabelKruiseLifecycleState]) {
 		c.Labels = maps.Clone(p.Labels)

@@ -59,6 +59,16 @@ func TestPodChangeMatters(t *testing.T) {
 			p.Spec.NodeName = "node-1"
 			setCondition(p, corev1.PodScheduled, corev1.ConditionTrue)
 		}},
+		{name: "the default scheduler refuses the pod", change: func(p *corev1.Pod) { setCondition(p, corev1.PodScheduled, corev1.ConditionFalse) }},
+		{name: "a batch scheduler refuses the pod", before: func(p *corev1.Pod) { p.Spec.SchedulerName = "yunikorn" },
+			change: func(p *corev1.Pod) { setCondition(p, corev1.PodScheduled, corev1.ConditionFalse) }, wantMatch: true},
+		{name: "a batch scheduler binds the pod it refused", before: func(p *corev1.Pod) {
+			p.Spec.SchedulerName = "yunikorn"
+			setCondition(p, corev1.PodScheduled, corev1.ConditionFalse)
+		}, change: func(p *corev1.Pod) {
+			p.Spec.NodeName = "node-1"
+			setCondition(p, corev1.PodScheduled, corev1.ConditionTrue)
+		}, wantMatch: true},
 		{name: "Kruise's InPlaceUpdateReady", change: func(p *corev1.Pod) { setCondition(p, kruisepub.InPlaceUpdateReady, corev1.ConditionTrue) }},
 		{name: "Kruise's KruisePodReady", change: func(p *corev1.Pod) {
 			setCondition(p, kruisepub.KruisePodReadyConditionType, corev1.ConditionTrue)
