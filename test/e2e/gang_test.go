@@ -11,6 +11,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,12 @@ func onGangNode(t *testing.T, ns, node string, gang bool) *rayv1.RayCluster {
 	if gang {
 		rc.Labels = map[string]string{batchscheduler.LabelGangScheduling: "true"}
 	}
+	placeOnGangNode(&rc.Spec, node)
+	return rc
+}
+
+// placeOnGangNode makes each pod of the cluster spec ask for one slot of node, and go nowhere else.
+func placeOnGangNode(spec *rayv1.RayClusterSpec, node string) {
 	place := func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 		tmpl.Spec.Tolerations = append(tmpl.Spec.Tolerations, corev1.Toleration{Key: "kray.local/gang", Operator: corev1.TolerationOpExists})
@@ -96,11 +103,10 @@ func onGangNode(t *testing.T, ns, node string, gang bool) *rayv1.RayCluster {
 			(*l)[gangSlot] = resource.MustParse("1")
 		}
 	}
-	place(&rc.Spec.HeadGroupSpec.Template)
-	for i := range rc.Spec.WorkerGroupSpecs {
-		place(&rc.Spec.WorkerGroupSpecs[i].Template)
+	place(&spec.HeadGroupSpec.Template)
+	for i := range spec.WorkerGroupSpecs {
+		place(&spec.WorkerGroupSpecs[i].Template)
 	}
-	return rc
 }
 
 // bound counts the cluster's pods that a scheduler bound to a node.
@@ -172,6 +178,19 @@ func TestGangIsScheduledAllOrNothing(t *testing.T) {
 	setSlots(t, gangNodeName, 4)
 	waitReady(t, rc, 3)
 
+	// A lost worker is replaced inside the running gang: its siblings run, so the new pod binds alone.
+	lost := workerPods(g, rc, rc.Spec.WorkerGroupSpecs[0].GroupName)[0]
+	g.Expect(k8s.Delete(context.Background(), &lost)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, rc.Spec.WorkerGroupSpecs[0].GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(p.UID).NotTo(Equal(lost.UID))
+			g.Expect(p.Spec.NodeName).To(Equal(gangNodeName))
+		}
+	}, readyTimeout, poll).Should(Succeed())
+	waitReady(t, rc, 3)
+
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(true) })
 	g.Eventually(func(g Gomega) {
 		g.Expect(podGroupOf(g, rc)).To(BeNil())
@@ -187,4 +206,32 @@ func podsScheduled(g Gomega, rc *rayv1.RayCluster) *metav1.Condition {
 	cur := &rayv1.RayCluster{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), cur)).To(Succeed())
 	return condition(cur, constants.ConditionPodsScheduled)
+}
+
+// A K8sJobMode RayJob under scheduler-plugins (which KubeRay refuses): its cluster is one gang of its own
+// pods, and its submitter goes to the same scheduler outside the gang, so it is never held for a quorum that
+// waits for it; the job completes through the fake dashboard.
+func TestGangRayJobCompletes(t *testing.T) {
+	needSchedulerPlugins(t)
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	batchOperator(t, batchscheduler.SchedulerPlugins, "scheduler-plugins")
+	node := ns + "-gang"
+	gangNode(t, node, 2)
+	player := playSubmitters(t, ns)
+	job := createJob(t, rayJob(t, ns, "ganged", rayv1.K8sJobMode, func(j *rayv1.RayJob) {
+		j.Labels = map[string]string{batchscheduler.LabelGangScheduling: "true"}
+		placeOnGangNode(j.Spec.RayClusterSpec, node)
+	}))
+	cur := waitJobState(t, job, rayv1.JobDeploymentStatusComplete)
+	g.Expect(player.errors()).To(BeEmpty())
+	g.Expect(cur.Status.JobStatus).To(Equal(rayv1.JobStatusSucceeded))
+	pg := &schedv1alpha1.PodGroup{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cur.Status.RayClusterName}, pg)).To(Succeed())
+	g.Expect(pg.Spec.MinMember).To(Equal(int32(2)), "the head and the worker, not the submitter")
+	sub := &batchv1.Job{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "ganged"}, sub)).To(Succeed())
+	g.Expect(sub.Spec.Template.Spec.SchedulerName).To(Equal(batchscheduler.SchedulerPluginsName))
+	g.Expect(sub.Spec.Template.Labels).NotTo(HaveKey(batchscheduler.LabelPodGroup))
 }
