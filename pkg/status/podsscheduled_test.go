@@ -28,7 +28,7 @@ func TestPodsScheduled(t *testing.T) {
 		{name: "every pod bound", scheduler: "yunikorn", status: metav1.ConditionTrue,
 			pods: []corev1.Pod{bound(rayPod("rc-head-0", "head", true)), bound(rayPod("w1", "worker", true))}},
 		{name: "a gang refused: the first pod's word", scheduler: "scheduler-plugins", status: metav1.ConditionFalse,
-			pods: []corev1.Pod{pending(rayPod("w2", "worker", false), refused), pending(rayPod("w1", "worker", false), refused), bound(rayPod("rc-head-0", "head", true))},
+			pods:    []corev1.Pod{pending(rayPod("w2", "worker", false), refused), pending(rayPod("w1", "worker", false), refused), bound(rayPod("rc-head-0", "head", true))},
 			message: `2 of 3 pods wait for scheduler-plugins; scheduler-plugins says of w1: Unschedulable: 0/5 nodes are available: pod group "rc" has 2 pods, needs 3`},
 		{name: "a scheduler that has said nothing", scheduler: "volcano", status: metav1.ConditionFalse,
 			pods:    []corev1.Pod{pending(rayPod("rc-head-0", "head", false))},
