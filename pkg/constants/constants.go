@@ -142,8 +142,8 @@ const (
 // Condition reasons.
 const (
 	// ReasonAllPodsScheduled and ReasonWaitingForScheduler are the PodsScheduled condition's reasons.
-	ReasonAllPodsScheduled    = "AllPodsScheduled"
-	ReasonWaitingForScheduler = "WaitingForScheduler"
+	ReasonAllPodsScheduled               = "AllPodsScheduled"
+	ReasonWaitingForScheduler            = "WaitingForScheduler"
 	ReasonHeadPodNotFound                = "HeadPodNotFound"
 	ReasonHeadPodRunningAndReady         = "HeadPodRunningAndReady"
 	ReasonUnknown                        = "Unknown"
