@@ -90,7 +90,8 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 // rollingUpdate.maxUnavailable at a time and leaving rollingUpdate.partition pods at the old spec. held pauses a
 // RollingUpdate while an earlier group is still updating. Outside RollingUpdate maxUnavailable is 100%, so
 // named removals are never held back. With workerDrain set, pods carry the drain hook label and Kruise holds
-// a pod chosen for deletion in PreparingDelete until kray removes it.
+// a pod chosen for deletion in PreparingDelete until kray removes it, and under RollingUpdate a pod about to
+// be updated in place in PreparingUpdate, not ready, until kray releases it.
 func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Options, held bool) *kruisev1alpha1.CloneSet {
 	replicas := spec.GroupReplicas(rc, group)
 	selector := WorkerSelector(rc, group.GroupName)
@@ -125,7 +126,13 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	var lifecycle *appspub.Lifecycle
 	if rc.Spec.WorkerDrain != nil {
 		template.Labels[constants.LabelDrainHook] = constants.DrainHookValue
-		lifecycle = &appspub.Lifecycle{PreDelete: &appspub.LifecycleHook{LabelsHandler: map[string]string{constants.LabelDrainHook: constants.DrainHookValue}}}
+		hook := map[string]string{constants.LabelDrainHook: constants.DrainHookValue}
+		lifecycle = &appspub.Lifecycle{PreDelete: &appspub.LifecycleHook{LabelsHandler: hook}}
+		if spec.Rolling(rc) {
+			// A pod about to be updated in place is taken out of every Service's endpoints and held in
+			// PreparingUpdate, behind the same hook, until kray has drained its Ray node.
+			lifecycle.InPlaceUpdate = &appspub.LifecycleHook{LabelsHandler: hook, MarkPodNotReady: true}
+		}
 	}
 	cs := &kruisev1alpha1.CloneSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kruisev1alpha1.GroupVersion.String(), Kind: "CloneSet"},

@@ -113,6 +113,8 @@ const (
 	LabelKruiseLifecycleState  = "lifecycle.apps.kruise.io/state"
 	KruiseStatePreparingNormal = "PreparingNormal"
 	KruiseStatePreparingDelete = "PreparingDelete"
+	KruiseStatePreparingUpdate = "PreparingUpdate"
+	KruiseStateUpdated         = "Updated"
 	KruiseStateNormal          = "Normal"
 	ReadinessGateInPlaceUpdate = "InPlaceUpdateReady"
 )

@@ -9,10 +9,12 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	. "github.com/onsi/gomega"
+	kruisepub "github.com/openkruise/kruise-api/apps/pub"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -322,4 +324,140 @@ func fakeNodeID(g Gomega, ns, name string) []byte {
 	p := &corev1.Pod{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
 	return nodeIDOf(p.UID)
+}
+
+// kruisePodReady is the pod's KruisePodReady condition: False while Kruise holds it out of every Service's
+// endpoints (markPodNotReady).
+func kruisePodReady(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == kruisepub.KruisePodReadyConditionType {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// Under RollingUpdate with workerDrain, an image change updates each worker in place only after its Ray node
+// drained: Kruise holds the pod in PreparingUpdate and marks it not ready (out of every Service's endpoints),
+// kray asks the GCS once to drain its node, and the image changes only after that; one pod of the group at a
+// time (maxUnavailable 1), the same pods throughout, the head never held.
+func TestDrainBeforeInPlaceUpdate(t *testing.T) {
+	needFakeGCS(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 500*time.Millisecond)
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	group(sample).Replicas = ptr.To[int32](3)
+	group(sample).RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	rc := create(t, sample)
+	waitReady(t, rc, 3)
+	uids := map[string]types.UID{}
+	for _, p := range workerPods(g, rc, group(rc).GroupName) {
+		uids[p.Name] = p.UID
+	}
+	head := headPod(g, rc)
+	timeline := watchTimeline(t, rc)
+	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, group(rc).GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(p.UID).To(Equal(uids[p.Name]), "pod %s replaced, not updated in place", p.Name)
+			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			g.Expect(p.Labels[constants.LabelKruiseLifecycleState]).To(Equal(constants.KruiseStateNormal))
+			g.Expect(p.Labels[constants.LabelDrainHook]).To(Equal(constants.DrainHookValue), "pod %s hooked again", p.Name)
+		}
+	}, 2*readyTimeout, poll).Should(Succeed())
+	g.Expect(headPod(g, rc).UID).To(Equal(head.UID))
+
+	drains := map[string]time.Time{}
+	for _, c := range gcs.drainedPods(ns) {
+		name := c.Pod[len(ns)+1:]
+		g.Expect(drains).NotTo(HaveKey(name), "pod %s drained twice", name)
+		drains[name] = c.At
+	}
+	g.Expect(drains).To(HaveLen(3), "every worker drained once")
+	notReady, updated, preparing := map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
+	most := 0
+	timeline.replay(func(step int, alive map[string]*corev1.Pod) {
+		held := 0
+		for name, p := range alive {
+			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+				continue
+			}
+			if st := p.Labels[constants.LabelKruiseLifecycleState]; st != constants.KruiseStateNormal {
+				held++
+				preparing[name] = preparing[name] || st == constants.KruiseStatePreparingUpdate
+			}
+		}
+		most = max(most, held)
+	})
+	timeline.mu.Lock()
+	for _, ev := range timeline.events {
+		p := ev.pod
+		if _, ok := uids[p.Name]; !ok {
+			continue
+		}
+		if _, seen := notReady[p.Name]; !seen && kruisePodReady(&p) == corev1.ConditionFalse {
+			notReady[p.Name] = ev.at
+		}
+		if _, seen := updated[p.Name]; !seen && image(&p) == newImage {
+			updated[p.Name] = ev.at
+		}
+	}
+	timeline.mu.Unlock()
+	for name := range uids {
+		g.Expect(preparing[name]).To(BeTrue(), "pod %s never held in PreparingUpdate", name)
+		g.Expect(notReady).To(HaveKey(name), "pod %s never marked not ready", name)
+		g.Expect(notReady[name]).To(BeTemporally("<=", drains[name]), "pod %s drained while still ready", name)
+		g.Expect(updated[name]).To(BeTemporally(">=", drains[name]), "pod %s updated before its drain", name)
+	}
+	g.Expect(most).To(Equal(1), "workers held or updating at once")
+}
+
+// A worker whose drain never completes is released for its in-place update at workerDrain's deadline, also
+// when the operator was SIGKILLed mid-drain and comes back after the deadline: one drain request, the same
+// pod updated, a DrainTimedOut Warning.
+func TestInPlaceDrainSurvivesOperatorKill(t *testing.T) {
+	if !localCluster() {
+		t.Skip("needs the operator run by hack/operator.sh")
+	}
+	needFakeGCS(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	const timeout = 6
+	gcs.setDrainTime(ns, -1)
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](timeout)}
+	group(sample).Replicas = ptr.To[int32](1)
+	rc := create(t, sample)
+	waitReady(t, rc, 1)
+	worker := workerPods(g, rc, group(rc).GroupName)[0]
+	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
+	var started time.Time
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(&worker), p)).To(Succeed())
+		g.Expect(p.Labels[constants.LabelKruiseLifecycleState]).To(Equal(constants.KruiseStatePreparingUpdate))
+		stamp, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+		g.Expect(err).NotTo(HaveOccurred())
+		started = stamp
+	}, readyTimeout, poll).Should(Succeed())
+	t.Cleanup(func() { hack(t, "operator.sh", "start") })
+	hack(t, "operator.sh", "kill")
+	p := &corev1.Pod{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(&worker), p)).To(Succeed())
+	g.Expect(image(p)).NotTo(Equal(newImage), "updated before its drain ended")
+	time.Sleep(time.Until(started.Add((timeout + 1) * time.Second)))
+	hack(t, "operator.sh", "start")
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(&worker), p)).To(Succeed())
+		g.Expect(p.UID).To(Equal(worker.UID))
+		g.Expect(updatedAndReady(p)).To(BeTrue())
+		g.Expect(p.Labels[constants.LabelKruiseLifecycleState]).To(Equal(constants.KruiseStateNormal))
+	}, readyTimeout, poll).Should(Succeed())
+	g.Expect(drainedNames(gcs.drainedPods(ns), ns)).To(ConsistOf(worker.Name), "the drain was asked more than once")
+	g.Eventually(func(g Gomega) { g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeNumerically(">=", 1)) }, readyTimeout, poll).Should(Succeed())
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ type podTimeline struct {
 type timelineEvent struct {
 	deleted bool
 	pod     corev1.Pod
+	at      time.Time // when the watch delivered it
 }
 
 // watchTimeline starts recording rc's pods; stop it with the returned function.
@@ -49,7 +51,7 @@ func watchTimeline(t *testing.T, rc *rayv1.RayCluster) *podTimeline {
 				continue
 			}
 			tl.mu.Lock()
-			tl.events = append(tl.events, timelineEvent{deleted: ev.Type == watch.Deleted, pod: *p})
+			tl.events = append(tl.events, timelineEvent{deleted: ev.Type == watch.Deleted, pod: *p, at: time.Now()})
 			tl.mu.Unlock()
 		}
 	}()

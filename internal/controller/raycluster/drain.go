@@ -24,12 +24,13 @@ import (
 // drainPoll is how often a pod waiting for its Ray node to drain is checked again.
 const drainPoll = time.Second
 
-// reconcileDrains puts the drain hook on worker pods that predate workerDrain, then walks the worker pods
-// that Kruise holds in PreparingDelete behind that hook. For each, it asks Ray's GCS once to drain the pod's
-// node (recording when, in the pod), then releases the hook (Kruise deletes the pod) when the node is
-// drained, when Ray has no node for the pod, or when workerDrain.timeoutSeconds has passed. A GCS that
-// cannot be reached only delays the release until the timeout. Without workerDrain (turned off), held pods
-// are released at once.
+// reconcileDrains puts the drain hook on worker pods that predate workerDrain or that Kruise has just
+// updated in place, then walks the worker pods that Kruise holds behind that hook: in PreparingDelete before
+// their deletion, in PreparingUpdate (not ready) before an in-place update restarts their Ray container. For
+// each, it asks Ray's GCS once to drain the pod's node (recording when, in the pod), then releases the hook
+// (Kruise deletes or updates the pod) when the node is drained, when Ray has no node for the pod, or when
+// workerDrain.timeoutSeconds has passed. A GCS that cannot be reached only delays the release until the
+// timeout. Without workerDrain (turned off), held pods are released at once.
 func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	var errs []error
 	if s.effective.Spec.WorkerDrain != nil && !spec.ClusterSuspended(s.effective) {
@@ -103,18 +104,18 @@ func drainSkipped(s *state, haveRay bool) string {
 func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
 	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
 	case lookupErr != nil:
-		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, deleting it after the timeout: %v", p.Name, gcs, lookupErr)
+		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, releasing it after the timeout: %v", p.Name, gcs, lookupErr)
 	case !found:
 		s.normal(EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
 	default:
-		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being deleted", p.Namespace, p.Name), deadline)
+		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being %s", p.Namespace, p.Name, heldFor(p)), deadline)
 		switch {
 		case err != nil:
-			s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, deleting it after the timeout: %v", p.Name, gcs, err)
+			s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, releasing it after the timeout: %v", p.Name, gcs, err)
 		case !reply.Accepted:
-			s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, deleting it after the timeout: %s", p.Name, reply.Rejection)
+			s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, releasing it after the timeout: %s", p.Name, reply.Rejection)
 		default:
-			s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is deleted", p.Name, node.ID)
+			s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is %s", p.Name, node.ID, heldFor(p))
 		}
 	}
 	start := shared.Meta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
@@ -124,8 +125,8 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 	return nil
 }
 
-// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod; took is the time since
-// the drain started (0 when none did).
+// releaseDrainHook removes the drain hook label, after which Kruise deletes the pod or updates it in place;
+// took is the time since the drain started (0 when none did).
 func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.Pod, outcome string, took time.Duration, why string) error {
 	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, shared.Meta{Labels: map[string]*string{constants.LabelDrainHook: nil}}); err != nil {
 		s.warn(EventFailedToReleaseDrainHook, "Failed to release the drain hook of worker pod %s: %v", p.Name, err)
@@ -137,39 +138,55 @@ func (r *Reconciler) releaseDrainHook(ctx context.Context, s *state, p *corev1.P
 		reason = EventDrainTimedOut
 	}
 	if outcome == metrics.DrainTimedOut {
-		s.warn(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+		s.warn(reason, "Worker pod %s: released to be %s: %s", p.Name, heldFor(p), why)
 		return nil
 	}
-	s.normal(reason, "Worker pod %s: released for deletion: %s", p.Name, why)
+	s.normal(reason, "Worker pod %s: released to be %s: %s", p.Name, heldFor(p), why)
 	return nil
 }
 
-// drainWaitSelector selects a cluster's worker pods that Kruise holds in PreparingDelete behind the drain hook.
-func drainWaitSelector(cluster string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{
-		constants.LabelCluster:              cluster,
-		constants.LabelNodeType:             constants.NodeTypeWorker,
-		constants.LabelDrainHook:            constants.DrainHookValue,
-		constants.LabelKruiseLifecycleState: constants.KruiseStatePreparingDelete,
-	})
+// heldFor is what Kruise holds a pod behind the drain hook for.
+func heldFor(p *corev1.Pod) string {
+	if p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate {
+		return "updated in place"
+	}
+	return "deleted"
 }
 
-// unhookedSelector selects a cluster's running (lifecycle Normal) worker pods without the drain hook label.
+// drainWaitSelector selects a cluster's worker pods that Kruise holds behind the drain hook: in
+// PreparingDelete, or in PreparingUpdate before an in-place update.
+func drainWaitSelector(cluster string) labels.Selector {
+	sel := labels.SelectorFromSet(labels.Set{
+		constants.LabelCluster:   cluster,
+		constants.LabelNodeType:  constants.NodeTypeWorker,
+		constants.LabelDrainHook: constants.DrainHookValue,
+	})
+	return sel.Add(requirement(constants.LabelKruiseLifecycleState, selection.In, constants.KruiseStatePreparingDelete, constants.KruiseStatePreparingUpdate))
+}
+
+// unhookedSelector selects a cluster's worker pods without the drain hook label that are running (lifecycle
+// Normal) or that Kruise has just updated in place (Updated, which becomes Normal once hooked again).
 func unhookedSelector(cluster string) labels.Selector {
 	sel := labels.SelectorFromSet(labels.Set{
-		constants.LabelCluster:              cluster,
-		constants.LabelNodeType:             constants.NodeTypeWorker,
-		constants.LabelKruiseLifecycleState: constants.KruiseStateNormal,
+		constants.LabelCluster:  cluster,
+		constants.LabelNodeType: constants.NodeTypeWorker,
 	})
-	unhooked, err := labels.NewRequirement(constants.LabelDrainHook, selection.DoesNotExist, nil)
+	return sel.Add(requirement(constants.LabelKruiseLifecycleState, selection.In, constants.KruiseStateNormal, constants.KruiseStateUpdated),
+		requirement(constants.LabelDrainHook, selection.DoesNotExist))
+}
+
+// requirement is a label requirement of constant parts.
+func requirement(key string, op selection.Operator, values ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, values)
 	if err != nil {
-		panic(err) // a constant key and operator never fail
+		panic(err) // constant keys, operators and values never fail
 	}
-	return sel.Add(*unhooked)
+	return *r
 }
 
 // hookExistingPods puts the drain hook label on running worker pods that lack it: pods created before
-// workerDrain was set, which no template change reaches under upgradeStrategy None.
+// workerDrain was set, which no template change reaches under upgradeStrategy None, and pods whose hook was
+// released for an in-place update that Kruise has done.
 func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
 	// next drain gets its own timeout.

@@ -291,12 +291,13 @@ func (f *fakeRay) Drain(_ context.Context, id []byte, _ string, _ time.Time) (ra
 	return ray.DrainReply{Accepted: true}, nil
 }
 
-// A worker held behind the drain hook is drained once, then released when its node is idle or after the
-// timeout; without workerDrain it is released at once.
+// A worker held behind the drain hook (before its deletion, or before an in-place update) is drained once,
+// then released when its node is idle or after the timeout; without workerDrain it is released at once.
 func TestDrainPhase(t *testing.T) {
 	cases := []struct {
 		name        string
 		drain       bool
+		state       string // the pod's Kruise lifecycle state; "": PreparingDelete
 		status      ray.NodeStatus
 		started     time.Duration // since the drain started; 0: not started
 		wantDrain   bool
@@ -307,6 +308,10 @@ func TestDrainPhase(t *testing.T) {
 		{name: "drain started, node still busy", drain: true, status: ray.NodeStatusRunning, started: time.Second},
 		{name: "idle node released", drain: true, status: ray.NodeStatusIdle, started: time.Second, wantRelease: true},
 		{name: "timeout passed", drain: true, status: ray.NodeStatusRunning, started: time.Hour, wantRelease: true},
+		{name: "in-place update: drain requested, pod kept", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning, wantDrain: true},
+		{name: "in-place update: drain started, node still busy", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning, started: time.Second},
+		{name: "in-place update: idle node released", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusIdle, started: time.Second, wantRelease: true},
+		{name: "in-place update without workerDrain", drain: false, state: constants.KruiseStatePreparingUpdate, wantRelease: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,6 +324,9 @@ func TestDrainPhase(t *testing.T) {
 			e.converge(rc)
 			pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
 			pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
+			if tc.state != "" {
+				pod.Labels[constants.LabelKruiseLifecycleState] = tc.state
+			}
 			if tc.started > 0 {
 				pod.Annotations = map[string]string{constants.AnnotationDrainStarted: testNow.Add(-tc.started).Format(time.RFC3339)}
 			}
@@ -345,6 +353,30 @@ func TestDrainPhase(t *testing.T) {
 				t.Error("the drain start was not recorded in the pod")
 			}
 		})
+	}
+}
+
+// A worker Kruise has updated in place after its drain (lifecycle Updated, its hook released) is hooked
+// again, which lets Kruise return it to Normal, and its drain start is forgotten, so its next drain gets a
+// timeout of its own.
+func TestUpdatedWorkerIsHookedAgain(t *testing.T) {
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.r.Ray = &fakeRay{}
+	e.converge(rc)
+	pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+	pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStateUpdated
+	delete(pod.Labels, constants.LabelDrainHook)
+	pod.Annotations = map[string]string{constants.AnnotationDrainStarted: testNow.Add(-time.Minute).Format(time.RFC3339)}
+	if err := e.api.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(rc)
+	pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+	if pod.Labels[constants.LabelDrainHook] != constants.DrainHookValue || pod.Annotations[constants.AnnotationDrainStarted] != "" {
+		t.Errorf("labels %v annotations %v: want the hook back and no drain start", pod.Labels, pod.Annotations)
 	}
 }
 
