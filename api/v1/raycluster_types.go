@@ -167,6 +167,12 @@ type WorkerGroupRollingUpdate struct {
 	// +kubebuilder:validation:XIntOrString
 	// +optional
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
+	// MaxSurge is how many pods (a number or a percentage) the group may run above its replicas while it is
+	// updated: new pods are started first, so with maxUnavailable 0 the group never has fewer available pods
+	// than its replicas; default 0. The extra pods go once the update is done.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 }
 
 // WorkerDrainOptions configures draining Ray worker nodes before their pods are deleted.

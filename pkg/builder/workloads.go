@@ -121,6 +121,9 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 			if ru.Partition != nil {
 				strategy.Partition = ptr.To(*ru.Partition)
 			}
+			if ru.MaxSurge != nil {
+				strategy.MaxSurge = ptr.To(*ru.MaxSurge)
+			}
 		}
 	}
 	var lifecycle *appspub.Lifecycle

@@ -161,9 +161,17 @@ func rollingUpdate(g *rayv1.WorkerGroupSpec) error {
 	if g.RollingUpdate == nil {
 		return nil
 	}
+	if v := g.RollingUpdate.MaxSurge; v != nil {
+		if err := intOrPercent(v, 0); err != nil {
+			return fmt.Errorf("worker group %s: rollingUpdate.maxSurge %s", g.GroupName, err)
+		}
+	}
 	if v := g.RollingUpdate.MaxUnavailable; v != nil {
-		if err := intOrPercent(v, 1); err != nil {
+		if err := intOrPercent(v, 0); err != nil {
 			return fmt.Errorf("worker group %s: rollingUpdate.maxUnavailable %s", g.GroupName, err)
+		}
+		if zero(v) && (g.RollingUpdate.MaxSurge == nil || zero(g.RollingUpdate.MaxSurge)) {
+			return fmt.Errorf("worker group %s: rollingUpdate.maxUnavailable can be 0 only with a maxSurge above 0, or no pod could be updated", g.GroupName)
 		}
 	}
 	if v := g.RollingUpdate.Partition; v != nil {
@@ -172,6 +180,11 @@ func rollingUpdate(g *rayv1.WorkerGroupSpec) error {
 		}
 	}
 	return nil
+}
+
+// zero reports whether v is 0 or 0%.
+func zero(v *intstr.IntOrString) bool {
+	return (v.Type == intstr.Int && v.IntVal == 0) || (v.Type == intstr.String && v.StrVal == "0%")
 }
 
 // intOrPercent checks that v is an integer >= lowest or a percentage between lowest% and 100%.

@@ -37,6 +37,12 @@ func rolling(maxUnavailable, partition *intstr.IntOrString) *rayv1.RayCluster {
 	})
 }
 
+func surging(maxUnavailable *intstr.IntOrString, maxSurge intstr.IntOrString) *rayv1.RayCluster {
+	return cluster(func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerGroupSpecs[0].RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: maxUnavailable, MaxSurge: &maxSurge}
+	})
+}
+
 func TestSpec(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -125,8 +131,14 @@ func TestSpec(t *testing.T) {
 		{"network policy", cluster(func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }), "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate"},
 		{"group name not a label value", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].GroupName = " " }), `worker group name " " cannot be used as the ray.io/group pod label`},
 		{"rolling update valid", rolling(ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(0))), ""},
-		{"maxUnavailable 0", rolling(ptr.To(intstr.FromInt32(0)), nil), "rollingUpdate.maxUnavailable must be at least 1, got 0"},
-		{"maxUnavailable 0%", rolling(ptr.To(intstr.FromString("0%")), nil), `maxUnavailable must be an integer or a percentage between 1% and 100%, got "0%"`},
+		{"maxUnavailable 0 without a surge", rolling(ptr.To(intstr.FromInt32(0)), nil), "rollingUpdate.maxUnavailable can be 0 only with a maxSurge above 0"},
+		{"maxUnavailable 0% without a surge", rolling(ptr.To(intstr.FromString("0%")), nil), "rollingUpdate.maxUnavailable can be 0 only with a maxSurge above 0"},
+		{"maxUnavailable 0 with a surge of 0", surging(ptr.To(intstr.FromInt32(0)), intstr.FromString("0%")), "rollingUpdate.maxUnavailable can be 0 only with a maxSurge above 0"},
+		{"maxUnavailable 0 with a surge", surging(ptr.To(intstr.FromInt32(0)), intstr.FromInt32(1)), ""},
+		{"a surge alone", surging(nil, intstr.FromString("50%")), ""},
+		{"maxUnavailable negative", rolling(ptr.To(intstr.FromInt32(-1)), nil), "rollingUpdate.maxUnavailable must be at least 0, got -1"},
+		{"maxSurge negative", surging(nil, intstr.FromInt32(-1)), "rollingUpdate.maxSurge must be at least 0, got -1"},
+		{"maxSurge over 100%", surging(nil, intstr.FromString("150%")), `maxSurge must be an integer or a percentage between 0% and 100%, got "150%"`},
 		{"maxUnavailable not a percentage", rolling(ptr.To(intstr.FromString("two")), nil), `got "two"`},
 		{"partition negative", rolling(nil, ptr.To(intstr.FromInt32(-1))), "rollingUpdate.partition must be at least 0, got -1"},
 		{"partition over 100%", rolling(nil, ptr.To(intstr.FromString("101%"))), `partition must be an integer or a percentage between 0% and 100%, got "101%"`},

@@ -318,3 +318,95 @@ func TestUpgradeStrategyRecreateFollowsSpecHash(t *testing.T) {
 	}, readyTimeout, poll).Should(Succeed())
 	waitReady(t, rc, 3)
 }
+
+// available reports whether the pod would be ready under a kubelet: Ready, and every readiness gate True
+// (Kruise's KruisePodReady and InPlaceUpdateReady, which kwok does not fold into Ready).
+func available(p *corev1.Pod) bool {
+	if !podReady(p) || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, gate := range p.Spec.ReadinessGates {
+		ok := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == gate.ConditionType {
+				ok = c.Status == corev1.ConditionTrue
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// RollingUpdate with maxSurge 1 and maxUnavailable 0 (and workerDrain): a new pod starts before any old one
+// is taken out, so the group never has fewer available workers than its replicas nor more than one extra
+// pod; each old worker is drained once, then updated in place, or deleted in place of the extra pod.
+func TestRollingUpdateWithSurge(t *testing.T) {
+	needFakeGCS(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 300*time.Millisecond)
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	w := group(sample)
+	w.Replicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](10)
+	w.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}
+	rc := create(t, sample)
+	waitReady(t, rc, 3)
+	uids := map[string]bool{}
+	for _, p := range workerPods(g, rc, w.GroupName) {
+		uids[string(p.UID)] = true
+	}
+	tl := watchTimeline(t, rc)
+	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, w.GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			g.Expect(available(&p)).To(BeTrue(), "pod %s", p.Name)
+		}
+	}, 2*readyTimeout, poll).Should(Succeed())
+	fewest, most, surged, loaded := 3, 0, false, false
+	tl.replay(func(step int, alive map[string]*corev1.Pod) {
+		workers, up, old := 0, 0, 0
+		for _, p := range alive {
+			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+				continue
+			}
+			workers++
+			if available(p) {
+				up++
+			}
+			if uids[string(p.UID)] {
+				old++
+			} else {
+				surged = true
+			}
+		}
+		// The watch opens with one event per existing pod: count from the moment all of them are in.
+		if loaded = loaded || old == 3; loaded {
+			fewest, most = min(fewest, up), max(most, workers)
+		}
+	})
+	g.Expect(surged).To(BeTrue(), "no extra pod was started")
+	g.Expect(most).To(Equal(4), "workers at most: replicas + maxSurge")
+	g.Expect(fewest).To(Equal(3), "available workers never below replicas")
+	kept := 0
+	for _, p := range workerPods(g, rc, w.GroupName) {
+		if uids[string(p.UID)] {
+			kept++
+		}
+	}
+	// Kruise takes the surge back by deleting an old pod rather than updating it: at most maxSurge replaced.
+	g.Expect(kept).To(BeNumerically(">=", 2), "workers updated in place")
+	drained := drainedNames(gcs.drainedPods(ns), ns)
+	g.Expect(drained).To(HaveLen(3), "each old worker drained once, before its update or its deletion")
+	seen := map[string]bool{}
+	for _, name := range drained {
+		g.Expect(seen[name]).To(BeFalse(), "pod %s drained twice", name)
+		seen[name] = true
+	}
+	t.Logf("%d of 3 workers kept their pod (updated in place); drained: %v", kept, drained)
+}
