@@ -196,6 +196,13 @@ const (
 	// AnnotationDeletionDeadline on a cluster a RayService no longer serves from is when it is deleted
 	// (RFC 3339), kept on the cluster so that an operator restart does not reset it.
 	AnnotationDeletionDeadline = "kray.io/deletion-deadline"
+	// AnnotationInPlaceWorkerUpgrade "true" on a RayService has a change of its worker groups alone (images,
+	// env, resources; the head and the cluster-level fields as they were) rolled through the serving cluster
+	// in place, group by group, instead of preparing a new cluster; any other value makes the spec invalid.
+	AnnotationInPlaceWorkerUpgrade = "kray.io/in-place-worker-upgrade"
+	// AnnotationHeadHash on a cluster built for such a RayService is the hash of its rayClusterConfig without
+	// the worker groups: equal, a change touched only worker groups.
+	AnnotationHeadHash = "kray.io/head-hash"
 	// LabelServe on a pod of a RayService's cluster says whether the serve Service sends it traffic: "true"
 	// on workers (their readiness probe checks the Serve proxy), on the head as its proxy's health check says.
 	LabelServe = "ray.io/serve"

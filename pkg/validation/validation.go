@@ -128,7 +128,7 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 
 // krayAnnotations checks the values of kray's switch annotations on the RayCluster.
 func krayAnnotations(rc *rayv1.RayCluster) error {
-	for _, key := range []string{constants.AnnotationHeadDisruptionBudget, constants.AnnotationImagePrepull} {
+	for _, key := range []string{constants.AnnotationHeadDisruptionBudget, constants.AnnotationImagePrepull, constants.AnnotationInPlaceWorkerUpgrade} {
 		if v, ok := rc.Annotations[key]; ok && v != "true" {
 			return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", key, v)
 		}

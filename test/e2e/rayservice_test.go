@@ -610,3 +610,87 @@ func TestRayServiceSuspendAndResume(t *testing.T) {
 	g.Expect(c.Reason).To(Equal(string(rayv1.RayServiceResumed)))
 	expectServesFrom(g, svc, "rayservice-sample-serve-svc", cur.Status.ActiveServiceStatus.RayClusterName)
 }
+
+// kray.io/in-place-worker-upgrade: a change of the worker image rolls through the serving cluster, with no
+// second cluster: a new worker starts before an old one is drained and updated, so the group never has fewer
+// available workers than its replicas nor more than one extra, the serve Service never loses its endpoints,
+// and the head stays the same pod. A head change still takes a new cluster.
+func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
+	needFakeDashboard(t)
+	needFakeGCS(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	gcs.setDrainTime(ns, 300*time.Millisecond)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Annotations = map[string]string{constants.AnnotationInPlaceWorkerUpgrade: "true"}
+	sample.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](1)
+	w := &sample.Spec.RayClusterSpec.WorkerGroupSpecs[0]
+	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](5)
+	sample.Spec.RayClusterSpec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	svc := createService(t, sample)
+	active := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	rc := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: active}, rc)).To(Succeed())
+	waitReady(t, rc, 3)
+	head := headPod(g, rc)
+	uids := map[string]bool{}
+	for _, p := range workerPods(g, rc, w.GroupName) {
+		uids[string(p.UID)] = true
+	}
+	endpoints := watchEndpoints(t, ns, svc.Name+"-serve-svc")
+	g.Eventually(endpoints.sawReady, serviceTimeout, poll).Should(BeTrue())
+	tl := watchTimeline(t, rc)
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage
+	})
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, w.GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			g.Expect(available(&p)).To(BeTrue(), "pod %s", p.Name)
+		}
+		g.Expect(getService(g, svc).Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
+	}, 2*readyTimeout, poll).Should(Succeed())
+	cur := waitServing(t, svc)
+	g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(active))
+	g.Expect(clusters.created()).To(ConsistOf(active), "no second cluster")
+	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
+	g.Expect(headPod(g, rc).UID).To(Equal(head.UID), "the head was replaced")
+	fewest, most, loaded := 3, 0, false
+	tl.replay(func(step int, alive map[string]*corev1.Pod) {
+		workers, up, old := 0, 0, 0
+		for _, p := range alive {
+			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+				continue
+			}
+			workers++
+			if available(p) {
+				up++
+			}
+			if uids[string(p.UID)] {
+				old++
+			}
+		}
+		if loaded = loaded || old == 3; loaded {
+			fewest, most = min(fewest, up), max(most, workers)
+		}
+	})
+	g.Expect(most).To(Equal(4), "workers at most: replicas + 1")
+	g.Expect(fewest).To(Equal(3), "available workers never below replicas")
+	drained := drainedNames(gcs.drainedPods(ns), ns)
+	g.Expect(drained).To(HaveLen(3), "each old worker drained once")
+
+	// A change of the head is not a worker change: it takes a new cluster, as the upgrade strategy says.
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Image = newImage
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(getService(g, svc).Status.PendingServiceStatus.RayClusterName).NotTo(BeEmpty())
+	}, serviceTimeout, poll).Should(Succeed())
+	next := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	g.Expect(next).NotTo(Equal(active))
+	g.Expect(clusters.created()).To(ConsistOf(active, next))
+}

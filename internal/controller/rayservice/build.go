@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
@@ -82,6 +84,11 @@ func Cluster(svc *rayv1.RayService, name string) *rayv1.RayCluster {
 	annotations[constants.AnnotationClusterHash] = ClusterHash(&svc.Spec.RayClusterSpec)
 	annotations[constants.AnnotationNumWorkerGroups] = strconv.Itoa(len(svc.Spec.RayClusterSpec.WorkerGroupSpecs))
 	annotations[constants.AnnotationKubeRayVersion] = HashScheme
+	spec := svc.Spec.RayClusterSpec.DeepCopy()
+	if inPlaceWorkers(svc) {
+		annotations[constants.AnnotationHeadHash] = HeadHash(&svc.Spec.RayClusterSpec)
+		rollInPlace(spec)
+	}
 	return &rayv1.RayCluster{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -91,7 +98,31 @@ func Cluster(svc *rayv1.RayService, name string) *rayv1.RayCluster {
 			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(svc)},
 		},
-		Spec: *svc.Spec.RayClusterSpec.DeepCopy(),
+		Spec: *spec,
+	}
+}
+
+// inPlaceWorkers reports whether svc asks for worker-only changes to roll through its serving cluster.
+func inPlaceWorkers(svc *rayv1.RayService) bool {
+	return svc.Annotations[constants.AnnotationInPlaceWorkerUpgrade] == "true"
+}
+
+// HeadHash is ClusterHash of the spec without its worker groups: the head and the cluster-level fields.
+func HeadHash(spec *rayv1.RayClusterSpec) string {
+	head := spec.DeepCopy()
+	head.WorkerGroupSpecs = nil
+	return ClusterHash(head)
+}
+
+// rollInPlace makes a RayService's cluster spec update its pods in place (RollingUpdate) and, for each
+// worker group that says nothing of it, start a new worker before it takes an old one out (maxSurge 1,
+// maxUnavailable 0), so that a group never serves with fewer workers than its replicas.
+func rollInPlace(spec *rayv1.RayClusterSpec) {
+	spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	for i := range spec.WorkerGroupSpecs {
+		if g := &spec.WorkerGroupSpecs[i]; g.RollingUpdate == nil {
+			g.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}
+		}
 	}
 }
 

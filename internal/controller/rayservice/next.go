@@ -10,6 +10,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -106,7 +107,7 @@ func reconcileClusters(o Observed, d *Decision) {
 		return
 	}
 	switch specChange(rc, svc) {
-	case inPlace:
+	case inPlace, workersInPlace:
 		d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: name, Cluster: rebuilt(svc, rc)})
 	case replaced:
 		if pending || newClusterOnChange(svc, o.ZeroDowntime) {
@@ -115,10 +116,21 @@ func reconcileClusters(o Observed, d *Decision) {
 	}
 }
 
-// rebuilt is live with the spec, labels and annotations svc builds now, for an in-place update.
+// rebuilt is live with the spec, labels and annotations svc builds now, for an in-place update; an
+// autoscaling cluster keeps each group's replicas and named deletions as the autoscaler left them.
 func rebuilt(svc *rayv1.RayService, live *rayv1.RayCluster) *rayv1.RayCluster {
 	want := Cluster(svc, live.Name)
 	out := live.DeepCopy()
+	if spec.AutoscalingEnabled(live) {
+		for i := range want.Spec.WorkerGroupSpecs {
+			g := &want.Spec.WorkerGroupSpecs[i]
+			for j := range live.Spec.WorkerGroupSpecs {
+				if l := &live.Spec.WorkerGroupSpecs[j]; l.GroupName == g.GroupName {
+					g.Replicas, g.ScaleStrategy = l.Replicas, *l.ScaleStrategy.DeepCopy()
+				}
+			}
+		}
+	}
 	out.Spec = want.Spec
 	out.Labels = want.Labels
 	out.Annotations = want.Annotations
@@ -137,6 +149,9 @@ const (
 	// inPlace: worker groups were appended (or the cluster's hash comes from another scheme); the
 	// cluster's spec is rebuilt where it runs.
 	inPlace
+	// workersInPlace: only worker groups changed, and the RayService asks for such changes to roll through
+	// the cluster in place (kray.io/in-place-worker-upgrade); the cluster's spec is rebuilt where it runs.
+	workersInPlace
 	// replaced: any other change; it takes a new cluster.
 	replaced
 )
@@ -158,6 +173,9 @@ func specChange(rc *rayv1.RayCluster, svc *rayv1.RayService) change {
 		if ClusterHash(first) == built {
 			return inPlace
 		}
+	}
+	if inPlaceWorkers(svc) && spec.Rolling(rc) && rc.Annotations[constants.AnnotationHeadHash] == HeadHash(want) {
+		return workersInPlace
 	}
 	return replaced
 }

@@ -16,6 +16,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -561,4 +562,63 @@ func TestNoDelayDeletesOnlyWhatTheStoredStatusLetGo(t *testing.T) {
 			t.Fatalf("failed for good with nothing left: %v, requeue %v; want no action and no poll", kinds(d), d.RequeueAfter)
 		}
 	})
+}
+
+// With kray.io/in-place-worker-upgrade, the cluster is built to update in place (RollingUpdate, a group
+// surging one worker before it takes one out) and a change of worker groups alone rebuilds it where it serves;
+// a change of the head or of a cluster-level field still prepares a new cluster.
+func TestInPlaceWorkerUpgrade(t *testing.T) {
+	inPlace := func(s *rayv1.RayService) {
+		s.Annotations = map[string]string{constants.AnnotationInPlaceWorkerUpgrade: "true"}
+	}
+	w, active := serving(t, inPlace)
+	built := w.clusters[active]
+	if !spec.Rolling(built) || built.Annotations[constants.AnnotationHeadHash] == "" {
+		t.Fatalf("cluster built with upgradeStrategy %+v, annotations %v", built.Spec.UpgradeStrategy, built.Annotations)
+	}
+	ru := built.Spec.WorkerGroupSpecs[0].RollingUpdate
+	if ru == nil || ru.MaxSurge.IntValue() != 1 || ru.MaxUnavailable.IntValue() != 0 {
+		t.Fatalf("worker group rollingUpdate %+v, want maxSurge 1, maxUnavailable 0", ru)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*rayv1.RayClusterSpec)
+		new  bool
+	}{
+		{"worker image", func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, false},
+		{"worker env", func(s *rayv1.RayClusterSpec) {
+			c := &s.WorkerGroupSpecs[0].Template.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "X", Value: "1"})
+		}, false},
+		{"head image", func(s *rayv1.RayClusterSpec) { s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, true},
+		{"rayVersion", func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, active := serving(t, inPlace)
+			w.svc = w.svc.DeepCopy()
+			tc.edit(&w.svc.Spec.RayClusterSpec)
+			d := w.step(t)
+			pending := d.Status.PendingServiceStatus.RayClusterName
+			if tc.new {
+				if pending == "" || has(d, UpdateCluster) != nil {
+					t.Errorf("actions %v, pending %q; want a new cluster", kinds(d), pending)
+				}
+				return
+			}
+			a := has(d, UpdateCluster)
+			if a == nil || a.Name != active || pending != "" {
+				t.Fatalf("actions %v, pending %q; want %s rebuilt in place", kinds(d), pending, active)
+			}
+			if !spec.Rolling(a.Cluster) || a.Cluster.Annotations[constants.AnnotationClusterHash] != ClusterHash(&w.svc.Spec.RayClusterSpec) {
+				t.Errorf("rebuilt cluster: strategy %+v, annotations %v", a.Cluster.Spec.UpgradeStrategy, a.Cluster.Annotations)
+			}
+		})
+	}
+	// Without the annotation a worker change takes a new cluster, as before.
+	w, _ = serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	if d := w.step(t); d.Status.PendingServiceStatus.RayClusterName == "" {
+		t.Errorf("without the annotation: actions %v, no pending cluster", kinds(d))
+	}
 }
