@@ -82,6 +82,23 @@ func TestRecreateHash(t *testing.T) {
 	}
 }
 
+// Under RollingUpdate the head template leaves the workers out of its recreate hash: a worker change never
+// updates the head pod.
+func TestRollingWorkerChangeLeavesTheHead(t *testing.T) {
+	rc := load(t, "testdata/rolling.input.yaml")
+	before := builder.HeadStatefulSet(rc, builder.Options{})
+	changed := rc.DeepCopy()
+	changed.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	after := builder.HeadStatefulSet(changed, builder.Options{})
+	if before.Annotations[constants.AnnotationSpecHash] != after.Annotations[constants.AnnotationSpecHash] {
+		t.Error("a worker image change rewrote the head StatefulSet")
+	}
+	changed.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	if builder.HeadStatefulSet(changed, builder.Options{}).Spec.Template.Annotations[constants.AnnotationRecreateHash] == before.Spec.Template.Annotations[constants.AnnotationRecreateHash] {
+		t.Error("the head's recreate hash ignored a head image change")
+	}
+}
+
 // KubeRay's operator switches, as builder options.
 func TestOperatorSwitches(t *testing.T) {
 	rc := load(t, "testdata/minimal.input.yaml")

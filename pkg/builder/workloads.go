@@ -50,7 +50,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 	template := HeadPodTemplate(rc, opts)
 	opts.Scheduling.ApplyPod(&template, rc, batchscheduler.GroupHead)
 	opts.Scheduling.Keep(&template, opts.LiveTemplates[names.HeadStatefulSet(rc.Name)])
-	template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
+	template.Annotations[constants.AnnotationRecreateHash] = headRecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
 	if spec.Rolling(rc) {
@@ -100,7 +100,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	opts.Scheduling.Keep(&template, opts.LiveTemplates[names.WorkerCloneSet(rc.Name, group.GroupName)])
 	if spec.RecreateOnChange(rc) {
 		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
-		template.Annotations[constants.AnnotationRecreateHash] = RecreateHash(rc)
+		template.Annotations[constants.AnnotationRecreateHash] = headRecreateHash(rc)
 	}
 	strategy := kruisev1alpha1.CloneSetUpdateStrategy{
 		Type:           kruisev1alpha1.RecreateCloneSetUpdateStrategyType,
@@ -185,6 +185,18 @@ func setSpecHash(meta *metav1.ObjectMeta, template corev1.PodTemplateSpec, strat
 		meta.Annotations = map[string]string{}
 	}
 	meta.Annotations[constants.AnnotationSpecHash] = hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// headRecreateHash is the head template's ray.io/upgrade-strategy-recreate-hash: RecreateHash, except under
+// RollingUpdate, where the worker groups are left out, so that a change of workers alone never updates the
+// head pod (in place, which takes it out of its Services for a moment).
+func headRecreateHash(rc *rayv1.RayCluster) string {
+	if !spec.Rolling(rc) {
+		return RecreateHash(rc)
+	}
+	head := rc.DeepCopy()
+	head.Spec.WorkerGroupSpecs = nil
+	return RecreateHash(head)
 }
 
 // RecreateHash is KubeRay's ray.io/upgrade-strategy-recreate-hash: base32hex of the SHA-1 of the spec's JSON

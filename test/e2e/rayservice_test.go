@@ -659,11 +659,12 @@ func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
 	g.Expect(clusters.created()).To(ConsistOf(active), "no second cluster")
 	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
 	g.Expect(headPod(g, rc).UID).To(Equal(head.UID), "the head was replaced")
-	fewest, most, loaded := 3, 0, false
+	fewest, most, loaded, headDown := 3, 0, false, false
 	tl.replay(func(step int, alive map[string]*corev1.Pod) {
 		workers, up, old := 0, 0, 0
 		for _, p := range alive {
 			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+				headDown = headDown || (loaded && !available(p))
 				continue
 			}
 			workers++
@@ -680,6 +681,7 @@ func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
 	})
 	g.Expect(most).To(Equal(4), "workers at most: replicas + 1")
 	g.Expect(fewest).To(Equal(3), "available workers never below replicas")
+	g.Expect(headDown).To(BeFalse(), "the head was taken out of its Services")
 	drained := drainedNames(gcs.drainedPods(ns), ns)
 	g.Expect(drained).To(HaveLen(3), "each old worker drained once")
 

@@ -2,6 +2,7 @@ package raycluster
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,38 +64,51 @@ func TestWorkerTemplateChangeReachesTheCloneSet(t *testing.T) {
 	}
 }
 
-// Under upgradeStrategy RollingUpdate the head and then each group roll one at a time (a worker change also
-// changes the head's cluster hash annotation, so the head goes first): while a workload's pods are not all
-// updated (Kruise part-way), every later group's CloneSet has the new template with its update paused; once
-// it is done, the next one's update goes on.
+// Under upgradeStrategy RollingUpdate the head and then each group roll one at a time: while a workload's pods
+// are not all updated (Kruise part-way), every later group's CloneSet has the new template with its update
+// paused; once it is done, the next one's update goes on. A change of the workers alone leaves the head as it
+// is (its recreate hash leaves the workers out under RollingUpdate), so the first group starts at once.
 func TestRollingUpdateHoldsLaterGroupsUntilEarlierOnesAreDone(t *testing.T) {
-	rc := cluster("c").group("first", 2).group("second", 2).with(func(rc *rayv1.RayCluster) {
-		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
-	}).obj()
-	e := newEnv(t, rc)
-	e.converge(rc)
-	e.rollImage(rc)
-	e.mustReconcile(rc)
-	paused := func() (bool, bool) {
-		return e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused, e.cloneSet(rc, "second").Spec.UpdateStrategy.Paused
-	}
-	if first, second := paused(); !first || !second {
-		t.Fatalf("while the head rolls: first paused %t, second paused %t; want both held", first, second)
-	}
-	e.playKruiseFor(rc, names.HeadStatefulSet(rc.Name)) // the head is updated, no group yet
-	e.mustReconcile(rc)
-	if first, second := paused(); first || !second {
-		t.Fatalf("head done: first paused %t, second paused %t; want the first rolling and the second held", first, second)
-	}
-	e.mustReconcile(rc) // Kruise has not moved: the first group is still part-way
-	if _, second := paused(); !second {
-		t.Errorf("the second group's update was released before the first group finished")
-	}
-	e.playKruiseFor(rc, names.WorkerCloneSet(rc.Name, "first")) // the first group's pods are updated
-	e.mustReconcile(rc)
-	if second := e.cloneSet(rc, "second"); second.Spec.UpdateStrategy.Paused || second.Spec.Template.Spec.Containers[0].Image != newImage {
-		t.Errorf("after the first group finished: second paused %t image %s, want rolling to %s",
-			second.Spec.UpdateStrategy.Paused, second.Spec.Template.Spec.Containers[0].Image, newImage)
+	for _, headToo := range []bool{true, false} {
+		t.Run(fmt.Sprintf("head changed %t", headToo), func(t *testing.T) {
+			rc := cluster("c").group("first", 2).group("second", 2).with(func(rc *rayv1.RayCluster) {
+				rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+			}).obj()
+			e := newEnv(t, rc)
+			e.converge(rc)
+			headBefore := e.get(&kruisev1beta1.StatefulSet{}, names.HeadStatefulSet(rc.Name)).(*kruisev1beta1.StatefulSet).Annotations[constants.AnnotationSpecHash]
+			e.rollImage(rc)
+			if headToo {
+				e.updateSpec(rc, func(c *rayv1.RayCluster) { c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = newImage })
+			}
+			e.mustReconcile(rc)
+			paused := func() (bool, bool) {
+				return e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused, e.cloneSet(rc, "second").Spec.UpdateStrategy.Paused
+			}
+			headAfter := e.get(&kruisev1beta1.StatefulSet{}, names.HeadStatefulSet(rc.Name)).(*kruisev1beta1.StatefulSet).Annotations[constants.AnnotationSpecHash]
+			if headToo {
+				if first, second := paused(); !first || !second {
+					t.Fatalf("while the head rolls: first paused %t, second paused %t; want both held", first, second)
+				}
+				e.playKruiseFor(rc, names.HeadStatefulSet(rc.Name)) // the head is updated, no group yet
+				e.mustReconcile(rc)
+			} else if headAfter != headBefore {
+				t.Fatalf("a worker change rewrote the head StatefulSet")
+			}
+			if first, second := paused(); first || !second {
+				t.Fatalf("first paused %t, second paused %t; want the first rolling and the second held", first, second)
+			}
+			e.mustReconcile(rc) // Kruise has not moved: the first group is still part-way
+			if _, second := paused(); !second {
+				t.Errorf("the second group's update was released before the first group finished")
+			}
+			e.playKruiseFor(rc, names.WorkerCloneSet(rc.Name, "first")) // the first group's pods are updated
+			e.mustReconcile(rc)
+			if second := e.cloneSet(rc, "second"); second.Spec.UpdateStrategy.Paused || second.Spec.Template.Spec.Containers[0].Image != newImage {
+				t.Errorf("after the first group finished: second paused %t image %s, want rolling to %s",
+					second.Spec.UpdateStrategy.Paused, second.Spec.Template.Spec.Containers[0].Image, newImage)
+			}
+		})
 	}
 }
 
