@@ -585,12 +585,16 @@ func TestInPlaceWorkerUpgrade(t *testing.T) {
 		edit func(*rayv1.RayClusterSpec)
 		new  bool
 	}{
-		{"worker image", func(s *rayv1.RayClusterSpec) { s.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, false},
+		{"worker image", func(s *rayv1.RayClusterSpec) {
+			s.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		}, false},
 		{"worker env", func(s *rayv1.RayClusterSpec) {
 			c := &s.WorkerGroupSpecs[0].Template.Spec.Containers[0]
 			c.Env = append(c.Env, corev1.EnvVar{Name: "X", Value: "1"})
 		}, false},
-		{"head image", func(s *rayv1.RayClusterSpec) { s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0" }, true},
+		{"head image", func(s *rayv1.RayClusterSpec) {
+			s.HeadGroupSpec.Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		}, true},
 		{"rayVersion", func(s *rayv1.RayClusterSpec) { s.RayVersion = "2.47.0" }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
