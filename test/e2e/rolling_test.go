@@ -319,8 +319,8 @@ func TestUpgradeStrategyRecreateFollowsSpecHash(t *testing.T) {
 	waitReady(t, rc, 3)
 }
 
-// available reports whether the pod would be ready under a kubelet: Ready, and every readiness gate True
-// (Kruise's KruisePodReady and InPlaceUpdateReady, which kwok does not fold into Ready).
+// available reports whether the pod is ready with every readiness gate True (Kruise's KruisePodReady and
+// InPlaceUpdateReady): the moment a gate turns False counts, before kwok's stages fold it into Ready.
 func available(p *corev1.Pod) bool {
 	if !podReady(p) || p.DeletionTimestamp != nil {
 		return false
