@@ -1,6 +1,8 @@
 package batchscheduler
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -90,6 +92,24 @@ func PodResources(pod *corev1.PodSpec) corev1.ResourceList {
 		add(total, r, 1)
 	}
 	return total
+}
+
+// ResourcesJSON is the JSON form of a resource list (the submitter's, on its cluster).
+func ResourcesJSON(r corev1.ResourceList) string {
+	out, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // quantities always marshal
+	}
+	return string(out)
+}
+
+// ParseResources reads ResourcesJSON's form; anything else is no resources.
+func ParseResources(s string) corev1.ResourceList {
+	var r corev1.ResourceList
+	if s == "" || json.Unmarshal([]byte(s), &r) != nil {
+		return nil
+	}
+	return r
 }
 
 // Sum is the sum of resource lists.

@@ -36,6 +36,8 @@ func PodGroup(rc *rayv1.RayCluster, s batchscheduler.Scheduling) client.Object {
 		}
 	case batchscheduler.Volcano:
 		members, resources := batchscheduler.VolcanoSize(rc)
+		// A K8sJobMode RayJob's submitter is reserved for, not counted as a member.
+		resources = batchscheduler.Sum(resources, batchscheduler.ParseResources(rc.Annotations[constants.AnnotationSubmitterResources]))
 		pg := &volcanov1beta1.PodGroup{
 			TypeMeta:   metav1.TypeMeta{APIVersion: volcanov1beta1.GroupVersion.String(), Kind: "PodGroup"},
 			ObjectMeta: meta,

@@ -200,6 +200,9 @@ const (
 	// env, resources; the head and the cluster-level fields as they were) rolled through the serving cluster
 	// in place, group by group, instead of preparing a new cluster; any other value makes the spec invalid.
 	AnnotationInPlaceWorkerUpgrade = "kray.io/in-place-worker-upgrade"
+	// AnnotationSubmitterResources on a K8sJobMode RayJob's cluster under Volcano is the submitter pod's
+	// resources (JSON), which the cluster's PodGroup reserves beside the cluster's own.
+	AnnotationSubmitterResources = "kray.io/submitter-resources"
 	// AnnotationHeadHash on a cluster built for such a RayService is the hash of its rayClusterConfig without
 	// the worker groups: equal, a change touched only worker groups.
 	AnnotationHeadHash = "kray.io/head-hash"

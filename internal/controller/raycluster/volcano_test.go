@@ -8,6 +8,8 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,12 +94,22 @@ func TestVolcanoClusterGetsItsPodGroupFirst(t *testing.T) {
 func TestVolcanoPodGroupOfARayJobsCluster(t *testing.T) {
 	rc := cluster("job-abcde").group("small", 1).with(func(rc *rayv1.RayCluster) {
 		rc.Labels = map[string]string{constants.LabelOriginatedFromCRD: constants.OriginatedFromRayJob, constants.LabelOriginatedFromCRName: "job"}
+		rc.Annotations = map[string]string{constants.AnnotationSubmitterResources: `{"cpu":"500m","memory":"200Mi"}`}
 	}).obj()
 	e := newEnv(t, rc)
 	e.r.BatchScheduler = batchscheduler.Volcano
 	e.converge(rc)
-	if pg := e.volcanoPodGroup("ray-job-pg"); pg == nil || pg.Spec.MinMember != 2 {
+	pg := e.volcanoPodGroup("ray-job-pg")
+	if pg == nil || pg.Spec.MinMember != 2 {
 		t.Fatalf("PodGroup ray-job-pg %+v", pg)
+	}
+	// The submitter is reserved for beside the cluster's pods, not counted among them.
+	_, own := batchscheduler.VolcanoSize(rc)
+	want := batchscheduler.Sum(own, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("200Mi")})
+	for name, q := range want {
+		if got := pg.Spec.MinResources[name]; got.Cmp(q) != 0 {
+			t.Errorf("minResources %s = %s, want %s", name, got.String(), q.String())
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/kray-project/kray/internal/kuberayref"
 	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // KubeRay v1.7's RayJob samples for YuniKorn and Volcano: the cluster and the submitter pod get the metadata
@@ -18,11 +19,12 @@ func TestKubeRaysSchedulerRayJobSamples(t *testing.T) {
 		`{"minResource":{"cpu":"1","memory":"1Gi"},"name":"small-group","minMember":1},` +
 		`{"minResource":{"cpu":"500m","memory":"200Mi"},"name":"submittergroup","minMember":1}]`
 	for _, tt := range []struct {
-		file, scheduler   string
-		clusterAnnotation string
-		schedulerName     string
-		labels            map[string]string
-		annotations       map[string]string
+		file, scheduler    string
+		clusterAnnotation  string
+		submitterResources string
+		schedulerName      string
+		labels             map[string]string
+		annotations        map[string]string
 	}{
 		{
 			file: "ray-job.yunikorn-scheduler.yaml", scheduler: batchscheduler.YuniKorn, clusterAnnotation: yunikornGroups,
@@ -32,8 +34,9 @@ func TestKubeRaysSchedulerRayJobSamples(t *testing.T) {
 		},
 		{
 			file: "ray-job.volcano-scheduler-queue.yaml", scheduler: batchscheduler.Volcano,
-			schedulerName: batchscheduler.VolcanoName,
-			labels:        map[string]string{batchscheduler.LabelVolcanoQueue: "kuberay-test-queue"},
+			submitterResources: `{"cpu":"500m","memory":"200Mi"}`,
+			schedulerName:      batchscheduler.VolcanoName,
+			labels:             map[string]string{batchscheduler.LabelVolcanoQueue: "kuberay-test-queue"},
 			annotations: map[string]string{batchscheduler.AnnotationVolcanoGroupName: "ray-rayjob-sample-0-pg",
 				batchscheduler.AnnotationVolcanoTaskSpec: batchscheduler.GroupSubmitter},
 		},
@@ -45,9 +48,12 @@ func TestKubeRaysSchedulerRayJobSamples(t *testing.T) {
 			}
 			job.Namespace = "ns"
 			rc := Cluster(job, job.Name+"-abcde")
-			WithSubmitterTaskGroup(job, rc, tt.scheduler)
+			WithSubmitter(job, rc, tt.scheduler)
 			if got := rc.Annotations[batchscheduler.AnnotationTaskGroups]; got != tt.clusterAnnotation {
 				t.Errorf("cluster task groups\n got %s\nwant %s", got, tt.clusterAnnotation)
+			}
+			if got := rc.Annotations[constants.AnnotationSubmitterResources]; got != tt.submitterResources {
+				t.Errorf("cluster's submitter resources %q, want %q", got, tt.submitterResources)
 			}
 			sub, err := SubmitterJob(job, rc, "h:8265", "head-uid/0", builder.Options{Scheduling: batchscheduler.Scheduling{Scheduler: tt.scheduler}})
 			if err != nil {
@@ -84,7 +90,7 @@ func TestNoSubmitterTaskGroupOutsideK8sJobMode(t *testing.T) {
 	}
 	job.Spec.SubmissionMode = rayv1.SidecarMode
 	rc := Cluster(job, "c")
-	WithSubmitterTaskGroup(job, rc, batchscheduler.YuniKorn)
+	WithSubmitter(job, rc, batchscheduler.YuniKorn)
 	if v, ok := rc.Annotations[batchscheduler.AnnotationTaskGroups]; ok {
 		t.Errorf("task groups %s on a SidecarMode cluster", v)
 	}

@@ -78,12 +78,14 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 	return rc
 }
 
-// WithSubmitterTaskGroup gives a K8sJobMode RayJob's cluster rc, when it is a YuniKorn gang, the task
-// groups of the cluster and of the submitter pod (unless the RayJob brings its own), as KubeRay does: its
-// pods and the submitter name them, so YuniKorn reserves room for the submitter from the start.
-func WithSubmitterTaskGroup(job *rayv1.RayJob, rc *rayv1.RayCluster, scheduler string) {
+// WithSubmitter gives a K8sJobMode RayJob's cluster rc what its batch scheduler needs of the submitter pod,
+// as KubeRay does: under YuniKorn, for a gang, the task groups of the cluster and of the submitter (unless
+// the RayJob brings its own), which its pods and the submitter name, so YuniKorn reserves room for the
+// submitter from the start; under Volcano, the submitter's resources, which the cluster's PodGroup reserves
+// beside its own (the submitter is not counted as a member).
+func WithSubmitter(job *rayv1.RayJob, rc *rayv1.RayCluster, scheduler string) {
 	s := batchscheduler.Decide(rc, scheduler)
-	if s.Scheduler != batchscheduler.YuniKorn || !s.Gang || !submitterJobMode(job) || rc.Annotations[batchscheduler.AnnotationTaskGroups] != "" {
+	if !s.Gang || !submitterJobMode(job) {
 		return
 	}
 	tmpl := defaultSubmitterTemplate(rc)
@@ -93,8 +95,15 @@ func WithSubmitterTaskGroup(job *rayv1.RayJob, rc *rayv1.RayCluster, scheduler s
 	if rc.Annotations == nil {
 		rc.Annotations = map[string]string{}
 	}
-	groups := append(batchscheduler.TaskGroups(rc), batchscheduler.SubmitterTaskGroup(&tmpl))
-	rc.Annotations[batchscheduler.AnnotationTaskGroups] = batchscheduler.TaskGroupsJSON(groups)
+	switch s.Scheduler {
+	case batchscheduler.YuniKorn:
+		if rc.Annotations[batchscheduler.AnnotationTaskGroups] == "" {
+			groups := append(batchscheduler.TaskGroups(rc), batchscheduler.SubmitterTaskGroup(&tmpl))
+			rc.Annotations[batchscheduler.AnnotationTaskGroups] = batchscheduler.TaskGroupsJSON(groups)
+		}
+	case batchscheduler.Volcano:
+		rc.Annotations[constants.AnnotationSubmitterResources] = batchscheduler.ResourcesJSON(batchscheduler.PodResources(&tmpl.Spec))
+	}
 }
 
 // sidecarContainer is the SidecarMode container of the head pod: KubeRay's ray-job-submitter, in the head's

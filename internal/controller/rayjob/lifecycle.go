@@ -168,7 +168,7 @@ func clusterPresent(o Observed, d *Decision) bool {
 		return false
 	}
 	rc := Cluster(jobWithStatus(job, &d.Status), d.Status.RayClusterName)
-	WithSubmitterTaskGroup(job, rc, o.Options.Scheduling.Scheduler)
+	WithSubmitter(job, rc, o.Options.Scheduling.Scheduler)
 	d.Actions = append(d.Actions, Action{Kind: CreateCluster, Cluster: rc})
 	return false
 }
