@@ -16,7 +16,7 @@ import (
 // reconcileHeadStatefulSet creates the head Advanced StatefulSet, and updates it when its template, strategy
 // or replicas (suspend) changed. Kruise replaces a failed or evicted head pod with one of the same name.
 func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) error {
-	desired := builder.HeadStatefulSet(s.effective, r.workloadOptions(s))
+	desired := builder.HeadStatefulSet(s.effective, s.options)
 	live := s.children.headSet
 	if live == nil {
 		created, err := r.create(ctx, desired)

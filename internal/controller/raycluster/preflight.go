@@ -27,10 +27,10 @@ func (r *Reconciler) preflightNewCluster(ctx context.Context, s *state) error {
 	if s.children.headSet != nil {
 		return nil
 	}
-	head := builder.HeadStatefulSet(s.effective, r.workloadOptions(s))
+	head := builder.HeadStatefulSet(s.effective, s.options)
 	objs := []client.Object{head}
 	for i := range s.effective.Spec.WorkerGroupSpecs {
-		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], r.workloadOptions(s), false))
+		objs = append(objs, builder.WorkerCloneSet(s.effective, &s.effective.Spec.WorkerGroupSpecs[i], s.options, false))
 	}
 	errs := make([]error, len(objs))
 	var wg sync.WaitGroup

@@ -167,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ext = rc
 	}
 	s := newState(rc, ext, kids)
-	s.scheduling = schedulingOf(kids, s.effective, r.BatchScheduler)
+	s.options = r.workloadOptions(s)
 	obs := status.Observed{}
 	if err := validation.Metadata(rc); err != nil {
 		obs.InvalidSpec, obs.InvalidReason = err, constants.ReasonInvalidMetadata

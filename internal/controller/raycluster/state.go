@@ -40,8 +40,9 @@ type state struct {
 	requeueAfter time.Duration
 	// events are emitted after the status write (see Reconcile).
 	events []shared.Event
-	// scheduling is how the cluster's pods are scheduled (schedulingOf).
-	scheduling batchscheduler.Scheduling
+	// options are the builders' options for this cluster's workloads (workloadOptions), decided once per
+	// reconcile; options.Scheduling is how the cluster's pods are scheduled (schedulingOf).
+	options builder.Options
 }
 
 // schedulingOf is how a cluster's pods are scheduled: as its workloads record it (the head StatefulSet's,
@@ -59,13 +60,13 @@ func schedulingOf(c children, rc *rayv1.RayCluster, operator string) batchschedu
 	return batchscheduler.Decide(rc, operator)
 }
 
-// workloadOptions are the builders' options for this cluster's workloads: the operator's, with its
-// scheduling and, under a batch scheduler, the pod templates of the workloads that exist (whose scheduler
-// metadata is kept).
+// workloadOptions are the builders' options for the workloads of the cluster of s: the operator's, with the
+// cluster's scheduling and, under a batch scheduler, the pod templates of the workloads that exist (whose
+// scheduler metadata is kept).
 func (r *Reconciler) workloadOptions(s *state) builder.Options {
 	o := r.Options
-	o.Scheduling = s.scheduling
-	if s.scheduling.Scheduler == "" {
+	o.Scheduling = schedulingOf(s.children, s.effective, r.BatchScheduler)
+	if o.Scheduling.Scheduler == "" {
 		return o
 	}
 	o.LiveTemplates = map[string]*corev1.PodTemplateSpec{}

@@ -64,7 +64,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	obs.Pods, obs.CloneSets = s.children.pods, s.children.cloneSets
 	obs.HeadSet, obs.HeadService = s.children.headSet, s.children.headService
 	obs.Now = r.now()
-	obs.BatchScheduler = s.scheduling.Scheduler
+	obs.BatchScheduler = s.options.Scheduling.Scheduler
 	updated := status.Compute(rc, obs)
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {

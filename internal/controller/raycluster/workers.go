@@ -67,11 +67,11 @@ func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
 // new) or already runs the group's current spec unpaused is left as it is, so that creating a cluster or a
 // restart of an earlier group's pod writes nothing to it.
 func (r *Reconciler) desiredCloneSet(s *state, group *rayv1.WorkerGroupSpec, live *kruisev1alpha1.CloneSet) *kruisev1alpha1.CloneSet {
-	free := builder.WorkerCloneSet(s.effective, group, r.workloadOptions(s), false)
+	free := builder.WorkerCloneSet(s.effective, group, s.options, false)
 	if !s.rolloutHeld || live == nil || live.Annotations[constants.AnnotationSpecHash] == free.Annotations[constants.AnnotationSpecHash] {
 		return free
 	}
-	return builder.WorkerCloneSet(s.effective, group, r.workloadOptions(s), true)
+	return builder.WorkerCloneSet(s.effective, group, s.options, true)
 }
 
 // reconcileWorkerGroup creates the group's CloneSet when live is nil, else updates its template, replicas
