@@ -1,6 +1,7 @@
 package batchscheduler
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,4 +26,15 @@ func PodGroupVersion(scheduler string) schema.GroupVersion {
 		return volcanov1beta1.GroupVersion
 	}
 	return schedv1alpha1.GroupVersion
+}
+
+// PodGroupSize is a PodGroup's member count and resources, the parts of it kray keeps up to date.
+func PodGroupSize(pg client.Object) (int32, corev1.ResourceList) {
+	switch pg := pg.(type) {
+	case *schedv1alpha1.PodGroup:
+		return pg.Spec.MinMember, pg.Spec.MinResources
+	case *volcanov1beta1.PodGroup:
+		return pg.Spec.MinMember, pg.Spec.MinResources
+	}
+	return 0, nil
 }

@@ -59,14 +59,3 @@ func PodGroup(rc *rayv1.RayCluster, s batchscheduler.Scheduling) client.Object {
 	}
 	return nil
 }
-
-// PodGroupSize is a PodGroup's member count and resources, the parts of it kray keeps up to date.
-func PodGroupSize(pg client.Object) (int32, any) {
-	switch pg := pg.(type) {
-	case *schedv1alpha1.PodGroup:
-		return pg.Spec.MinMember, pg.Spec.MinResources
-	case *volcanov1beta1.PodGroup:
-		return pg.Spec.MinMember, pg.Spec.MinResources
-	}
-	return 0, nil
-}

@@ -19,14 +19,14 @@ import (
 // suspended groups), and deleted while the cluster is suspended. A PodGroup of that name the cluster does
 // not control is never adopted or changed: the workloads wait, and a Warning says whose it is.
 func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
-	name := s.scheduling.PodGroupName(s.effective)
-	if name == "" || s.scheduling.Scheduler != r.BatchScheduler {
+	name := s.options.Scheduling.PodGroupName(s.effective)
+	if name == "" || s.options.Scheduling.Scheduler != r.BatchScheduler {
 		// Only an operator running the cluster's scheduler reads and writes its kind of PodGroup.
 		return nil
 	}
-	desired := builder.PodGroup(s.effective, s.scheduling)
+	desired := builder.PodGroup(s.effective, s.options.Scheduling)
 	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: name}
-	live := batchscheduler.EmptyPodGroup(s.scheduling.Scheduler)
+	live := batchscheduler.EmptyPodGroup(s.options.Scheduling.Scheduler)
 	err := r.Cache.Get(ctx, key, live)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read PodGroup %s: %w", key.Name, err)
@@ -38,7 +38,7 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		}
 		return r.deleteUnwanted(ctx, s, live, "PodGroup", EventDeletedPodGroup, EventFailedToWritePodGroup, "the cluster's pods are not a gang now (suspended)")
 	}
-	members, resources := builder.PodGroupSize(desired)
+	members, resources := batchscheduler.PodGroupSize(desired)
 	if !found {
 		made, err := r.create(ctx, desired)
 		if err != nil {
@@ -58,7 +58,7 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		s.warn(EventFailedToWritePodGroup, "PodGroup %s/%s exists and is not controlled by this RayCluster: kray neither uses nor changes it, and the cluster's pods wait for it", key.Namespace, key.Name)
 		return notOwnedError("PodGroup", key.Name)
 	}
-	liveMembers, liveResources := builder.PodGroupSize(live)
+	liveMembers, liveResources := batchscheduler.PodGroupSize(live)
 	if liveMembers == members && equality.Semantic.DeepEqual(liveResources, resources) {
 		return nil
 	}
