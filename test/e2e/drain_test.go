@@ -41,6 +41,19 @@ func drainCluster(t *testing.T, workers int32, timeout int32, drainTime time.Dur
 	return rc
 }
 
+// drainingRollout creates, in ns, the sample cluster under RollingUpdate with workerDrain (timeout seconds),
+// workers pods in its group updated as ru says (nil: the defaults), and waits until it is ready.
+func drainingRollout(t *testing.T, ns string, workers, timeout int32, ru *rayv1.WorkerGroupRollingUpdate) *rayv1.RayCluster {
+	t.Helper()
+	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
+	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To(timeout)}
+	w := group(sample)
+	w.Replicas, w.MaxReplicas, w.RollingUpdate = ptr.To(workers), ptr.To[int32](10), ru
+	rc := create(t, sample)
+	waitReady(t, rc, int(workers))
+	return rc
+}
+
 // needFakeGCS skips a test that drains through the fake Ray GCS, which only an operator running out of
 // cluster (hack/e2e.sh) can reach.
 func needFakeGCS(t *testing.T) {
@@ -178,12 +191,7 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 300*time.Millisecond)
-	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
-	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-	group(sample).Replicas = ptr.To[int32](3)
-	group(sample).RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	rc := create(t, sample)
-	waitReady(t, rc, 3)
+	rc := drainingRollout(t, ns, 3, 60, &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	old := podNames(workerPods(g, rc, group(rc).GroupName))
 	update(t, rc, func(c *rayv1.RayCluster) {
 		ctr := &group(c).Template.Spec.Containers[0]
@@ -346,12 +354,7 @@ func TestDrainBeforeInPlaceUpdate(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 500*time.Millisecond)
-	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
-	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-	group(sample).Replicas = ptr.To[int32](3)
-	group(sample).RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	rc := create(t, sample)
-	waitReady(t, rc, 3)
+	rc := drainingRollout(t, ns, 3, 60, &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	uids := map[string]types.UID{}
 	for _, p := range workerPods(g, rc, group(rc).GroupName) {
 		uids[p.Name] = p.UID
@@ -428,11 +431,7 @@ func TestInPlaceDrainSurvivesOperatorKill(t *testing.T) {
 	ns := namespace(t)
 	const timeout = 6
 	gcs.setDrainTime(ns, -1)
-	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
-	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](timeout)}
-	group(sample).Replicas = ptr.To[int32](1)
-	rc := create(t, sample)
-	waitReady(t, rc, 1)
+	rc := drainingRollout(t, ns, 1, timeout, nil)
 	worker := workerPods(g, rc, group(rc).GroupName)[0]
 	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
 	var started time.Time

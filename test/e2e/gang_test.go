@@ -29,11 +29,12 @@ import (
 // so a node's slots are how many of them fit.
 const gangSlot = corev1.ResourceName("kray.local/gang-slot")
 
-// needSchedulerPlugins skips a test unless hack/e2e.sh started scheduler-plugins' scheduler.
-func needSchedulerPlugins(t *testing.T) {
+// needStarted skips a test unless hack/e2e.sh set env (it started or installed what the test needs) and the
+// operator runs on the local cluster, where the test can restart it.
+func needStarted(t *testing.T, env, what string) {
 	t.Helper()
-	if os.Getenv("KRAY_E2E_SCHEDULER_PLUGINS") == "" || !localCluster() {
-		t.Skip("needs the scheduler-plugins scheduler that hack/e2e.sh starts, and restarts the operator")
+	if os.Getenv(env) == "" || !localCluster() {
+		t.Skip("needs " + what + " that hack/e2e.sh sets up (" + env + "), and restarts the operator")
 	}
 }
 
@@ -132,7 +133,7 @@ func podGroupOf(g Gomega, rc *rayv1.RayCluster) *schedv1alpha1.PodGroup {
 // gets none bound (an un-ganged cluster beside it gets its two), all three once a third slot comes; the
 // PodGroup follows a scale-up, goes while the cluster is suspended and comes back with it.
 func TestGangIsScheduledAllOrNothing(t *testing.T) {
-	needSchedulerPlugins(t)
+	needStarted(t, "KRAY_E2E_SCHEDULER_PLUGINS", "the scheduler-plugins scheduler")
 	g := NewWithT(t)
 	ns := namespace(t)
 	batchOperator(t, batchscheduler.SchedulerPlugins, "scheduler-plugins")
@@ -212,7 +213,7 @@ func podsScheduled(g Gomega, rc *rayv1.RayCluster) *metav1.Condition {
 // pods, and its submitter goes to the same scheduler outside the gang, so it is never held for a quorum that
 // waits for it; the job completes through the fake dashboard.
 func TestGangRayJobCompletes(t *testing.T) {
-	needSchedulerPlugins(t)
+	needStarted(t, "KRAY_E2E_SCHEDULER_PLUGINS", "the scheduler-plugins scheduler")
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)

@@ -634,10 +634,7 @@ func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: active}, rc)).To(Succeed())
 	waitReady(t, rc, 3)
 	head := headPod(g, rc)
-	uids := map[string]bool{}
-	for _, p := range workerPods(g, rc, w.GroupName) {
-		uids[string(p.UID)] = true
-	}
+	uids := workerUIDs(g, rc, w.GroupName)
 	endpoints := watchEndpoints(t, ns, svc.Name+"-serve-svc")
 	g.Eventually(endpoints.sawReady, serviceTimeout, poll).Should(BeTrue())
 	tl := watchTimeline(t, rc)
@@ -646,12 +643,7 @@ func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
 		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage
 	})
 	g.Eventually(func(g Gomega) {
-		pods := workerPods(g, rc, w.GroupName)
-		g.Expect(pods).To(HaveLen(3))
-		for _, p := range pods {
-			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
-			g.Expect(available(&p)).To(BeTrue(), "pod %s", p.Name)
-		}
+		expectRolled(g, rc, w.GroupName, 3)
 		g.Expect(getService(g, svc).Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
 	}, 2*readyTimeout, poll).Should(Succeed())
 	cur := waitServing(t, svc)
@@ -659,29 +651,10 @@ func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
 	g.Expect(clusters.created()).To(ConsistOf(active), "no second cluster")
 	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
 	g.Expect(headPod(g, rc).UID).To(Equal(head.UID), "the head was replaced")
-	fewest, most, loaded, headDown := 3, 0, false, false
-	tl.replay(func(step int, alive map[string]*corev1.Pod) {
-		workers, up, old := 0, 0, 0
-		for _, p := range alive {
-			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
-				headDown = headDown || (loaded && !available(p))
-				continue
-			}
-			workers++
-			if available(p) {
-				up++
-			}
-			if uids[string(p.UID)] {
-				old++
-			}
-		}
-		if loaded = loaded || old == 3; loaded {
-			fewest, most = min(fewest, up), max(most, workers)
-		}
-	})
-	g.Expect(most).To(Equal(4), "workers at most: replicas + 1")
-	g.Expect(fewest).To(Equal(3), "available workers never below replicas")
-	g.Expect(headDown).To(BeFalse(), "the head was taken out of its Services")
+	b := tl.rollBounds(uids)
+	g.Expect(b.mostWorkers).To(Equal(4), "workers at most: replicas + 1")
+	g.Expect(b.fewestAvailable).To(Equal(3), "available workers never below replicas")
+	g.Expect(b.otherDown).To(BeFalse(), "the head was taken out of its Services")
 	drained := drainedNames(gcs.drainedPods(ns), ns)
 	g.Expect(drained).To(HaveLen(3), "each old worker drained once")
 

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -339,6 +340,62 @@ func available(p *corev1.Pod) bool {
 	return true
 }
 
+// workerUIDs are the UIDs of rc's workers of group as they are now.
+func workerUIDs(g Gomega, rc *rayv1.RayCluster, group string) map[types.UID]bool {
+	uids := map[types.UID]bool{}
+	for _, p := range workerPods(g, rc, group) {
+		uids[p.UID] = true
+	}
+	return uids
+}
+
+// expectRolled checks (inside an Eventually) that group has n workers, each on newImage and available.
+func expectRolled(g Gomega, rc *rayv1.RayCluster, group string, n int) {
+	pods := workerPods(g, rc, group)
+	g.Expect(pods).To(HaveLen(n))
+	for _, p := range pods {
+		g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
+		g.Expect(available(&p)).To(BeTrue(), "pod %s", p.Name)
+	}
+}
+
+// rollBounds is what a roll of a cluster's workers looked like in a timeline, counted from the moment the
+// watch (which opens with one event per existing pod) held every old worker.
+type rollBounds struct {
+	fewestAvailable, mostWorkers int
+	// newWorker: a worker pod not among the old ones was seen; otherDown: a pod that is not a worker (the
+	// head) was not available at some point.
+	newWorker, otherDown bool
+}
+
+// rollBounds replays the timeline with old, the UIDs of the workers before the roll.
+func (tl *podTimeline) rollBounds(old map[types.UID]bool) rollBounds {
+	b := rollBounds{fewestAvailable: len(old)}
+	loaded := false
+	tl.replay(func(step int, alive map[string]*corev1.Pod) {
+		workers, up, seen := 0, 0, 0
+		for _, p := range alive {
+			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+				b.otherDown = b.otherDown || (loaded && !available(p))
+				continue
+			}
+			workers++
+			if available(p) {
+				up++
+			}
+			if old[p.UID] {
+				seen++
+			} else {
+				b.newWorker = true
+			}
+		}
+		if loaded = loaded || seen == len(old); loaded {
+			b.fewestAvailable, b.mostWorkers = min(b.fewestAvailable, up), max(b.mostWorkers, workers)
+		}
+	})
+	return b
+}
+
 // RollingUpdate with maxSurge 1 and maxUnavailable 0 (and workerDrain): a new pod starts before any old one
 // is taken out, so the group never has fewer available workers than its replicas nor more than one extra
 // pod; each old worker is drained once, then updated in place, or deleted in place of the extra pod.
@@ -347,55 +404,19 @@ func TestRollingUpdateWithSurge(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	gcs.setDrainTime(ns, 300*time.Millisecond)
-	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
-	sample.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-	w := group(sample)
-	w.Replicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](10)
-	w.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}
-	rc := create(t, sample)
-	waitReady(t, rc, 3)
-	uids := map[string]bool{}
-	for _, p := range workerPods(g, rc, w.GroupName) {
-		uids[string(p.UID)] = true
-	}
+	rc := drainingRollout(t, ns, 3, 60, &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))})
+	w := group(rc)
+	uids := workerUIDs(g, rc, w.GroupName)
 	tl := watchTimeline(t, rc)
 	update(t, rc, func(c *rayv1.RayCluster) { group(c).Template.Spec.Containers[0].Image = newImage })
-	g.Eventually(func(g Gomega) {
-		pods := workerPods(g, rc, w.GroupName)
-		g.Expect(pods).To(HaveLen(3))
-		for _, p := range pods {
-			g.Expect(updatedAndReady(&p)).To(BeTrue(), "pod %s", p.Name)
-			g.Expect(available(&p)).To(BeTrue(), "pod %s", p.Name)
-		}
-	}, 2*readyTimeout, poll).Should(Succeed())
-	fewest, most, surged, loaded := 3, 0, false, false
-	tl.replay(func(step int, alive map[string]*corev1.Pod) {
-		workers, up, old := 0, 0, 0
-		for _, p := range alive {
-			if p.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
-				continue
-			}
-			workers++
-			if available(p) {
-				up++
-			}
-			if uids[string(p.UID)] {
-				old++
-			} else {
-				surged = true
-			}
-		}
-		// The watch opens with one event per existing pod: count from the moment all of them are in.
-		if loaded = loaded || old == 3; loaded {
-			fewest, most = min(fewest, up), max(most, workers)
-		}
-	})
-	g.Expect(surged).To(BeTrue(), "no extra pod was started")
-	g.Expect(most).To(Equal(4), "workers at most: replicas + maxSurge")
-	g.Expect(fewest).To(Equal(3), "available workers never below replicas")
+	g.Eventually(func(g Gomega) { expectRolled(g, rc, w.GroupName, 3) }, 2*readyTimeout, poll).Should(Succeed())
+	b := tl.rollBounds(uids)
+	g.Expect(b.newWorker).To(BeTrue(), "no extra pod was started")
+	g.Expect(b.mostWorkers).To(Equal(4), "workers at most: replicas + maxSurge")
+	g.Expect(b.fewestAvailable).To(Equal(3), "available workers never below replicas")
 	kept := 0
 	for _, p := range workerPods(g, rc, w.GroupName) {
-		if uids[string(p.UID)] {
+		if uids[p.UID] {
 			kept++
 		}
 	}

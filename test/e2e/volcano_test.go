@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -19,14 +18,6 @@ import (
 	"github.com/kray-project/kray/pkg/batchscheduler"
 )
 
-// needVolcano skips a test unless hack/e2e.sh installed Volcano's CRDs.
-func needVolcano(t *testing.T) {
-	t.Helper()
-	if os.Getenv("KRAY_E2E_VOLCANO") == "" || !localCluster() {
-		t.Skip("needs Volcano's CRDs that hack/e2e.sh installs, and restarts the operator")
-	}
-}
-
 func volcanoPodGroup(g Gomega, ns, name string) *volcanov1beta1.PodGroup {
 	pg := &volcanov1beta1.PodGroup{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
@@ -40,7 +31,7 @@ func volcanoPodGroup(g Gomega, ns, name string) *volcanov1beta1.PodGroup {
 // priority and network topology of the cluster's labels; its pods name the group and their task and wait for
 // Volcano, unbound. A scale-up resizes the PodGroup; a suspended cluster releases it.
 func TestVolcanoPodGroupOnItsRealCRDs(t *testing.T) {
-	needVolcano(t)
+	needStarted(t, "KRAY_E2E_VOLCANO", "Volcano's CRDs")
 	g := NewWithT(t)
 	ns := namespace(t)
 	batchOperator(t, batchscheduler.Volcano, "volcano")

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,6 @@ import (
 
 	"github.com/kray-project/kray/pkg/batchscheduler"
 )
-
-// needYuniKorn skips a test unless hack/e2e.sh started YuniKorn's scheduler.
-func needYuniKorn(t *testing.T) {
-	t.Helper()
-	if os.Getenv("KRAY_E2E_YUNIKORN") == "" || !localCluster() {
-		t.Skip("needs the YuniKorn scheduler that hack/e2e.sh starts, and restarts the operator")
-	}
-}
 
 // placeholders are the pods YuniKorn made in ns to hold a gang's room (named tg-...), bound or not.
 func placeholders(g Gomega, ns string) (all, bound int) {
@@ -43,7 +34,7 @@ func placeholders(g Gomega, ns string) (all, bound int) {
 // gets two of three bound; once a third slot comes the placeholders are all placed and the real pods take
 // their places.
 func TestYuniKornGangBehindPlaceholders(t *testing.T) {
-	needYuniKorn(t)
+	needStarted(t, "KRAY_E2E_YUNIKORN", "the YuniKorn scheduler")
 	g := NewWithT(t)
 	ns := namespace(t)
 	batchOperator(t, batchscheduler.YuniKorn, "")
