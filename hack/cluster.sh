@@ -32,6 +32,9 @@
 #   stop-yunikorn       stop it. `down` stops it too.
 #   install-volcano-crds
 #                       apply Volcano's PodGroup and Queue CRDs (VOLCANO_VERSION's module; no Volcano scheduler runs).
+#   install-gateway-crds
+#                       apply the Gateway API's standard GatewayClass, Gateway and HTTPRoute CRDs (GATEWAY_API_VERSION's
+#                       module; no Gateway controller or data plane runs).
 #   kubeconfig-for-sa NAMESPACE SERVICEACCOUNT OUTFILE
 #                       write a kubeconfig that authenticates as that ServiceAccount with a 24 h token from
 #                       `kubectl create token`.
@@ -160,7 +163,7 @@ require_commands() {
 }
 
 # The functions, by concern.
-for lib in processes pki components objects kueue schedulerplugins yunikorn volcano; do
+for lib in processes pki components objects kueue schedulerplugins yunikorn volcano gateway; do
   # shellcheck source=/dev/null
   source "${ROOT}/hack/lib/${lib}.sh"
 done
@@ -355,6 +358,13 @@ cmd_install_volcano_crds() {
   log "Volcano's CRDs established"
 }
 
+cmd_install_gateway_crds() {
+  require_commands
+  require_apiserver
+  install_gateway_crds
+  log "the Gateway API's CRDs established"
+}
+
 # cmd_restart_apiserver stops kube-apiserver and starts it again on the same etcd data (a control-plane
 # blip for fault tests): every client's watches break and must resume. kube-controller-manager is down
 # meanwhile: a restarted apiserver serves the built-in APIs a moment before the CRD groups are in discovery,
@@ -412,6 +422,7 @@ main() {
     start-yunikorn) cmd_start_yunikorn ;;
     stop-yunikorn) cmd_stop_yunikorn ;;
     install-volcano-crds) cmd_install_volcano_crds ;;
+    install-gateway-crds) cmd_install_gateway_crds ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;
     -h | --help | help) usage ;;
     *)

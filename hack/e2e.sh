@@ -31,6 +31,9 @@ export KRAY_E2E_SCHEDULER_PLUGINS=1
 export KRAY_E2E_YUNIKORN=1
 "${ROOT}/hack/cluster.sh" install-volcano-crds >&2
 export KRAY_E2E_VOLCANO=1
+# The Gateway API's CRDs, for the RayService incremental upgrade tests (the tests play the Gateway controller).
+"${ROOT}/hack/cluster.sh" install-gateway-crds >&2
+export KRAY_E2E_GATEWAY=1
 "${ROOT}/hack/operator.sh" stop
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT

@@ -209,8 +209,8 @@ const (
 	RayServiceReady RayServiceConditionType = "Ready"
 	// UpgradeInProgress is True while a pending cluster is prepared beside the active one.
 	UpgradeInProgress RayServiceConditionType = "UpgradeInProgress"
-	// RollbackInProgress is True while an incremental upgrade is rolled back (KubeRay v1.7); kray sets it
-	// False only, when a suspend stops any upgrade.
+	// RollbackInProgress is True while an incremental upgrade is rolled back to the active cluster (KubeRay
+	// v1.7); it is removed once the rollback completes, and False while a suspend stops any upgrade.
 	RollbackInProgress RayServiceConditionType = "RollbackInProgress"
 	// RayServiceSuspending is True while a suspended RayService's clusters and Services are deleted; once
 	// begun it completes whatever spec.suspend becomes.
@@ -229,10 +229,13 @@ const (
 	BothActivePendingClustersExist RayServiceConditionReason = "BothActivePendingClustersExist"
 	NoPendingCluster               RayServiceConditionReason = "NoPendingCluster"
 	NoActiveCluster                RayServiceConditionReason = "NoActiveCluster"
-	SuspendRequested               RayServiceConditionReason = "SuspendRequested"
-	SuspendInProgress              RayServiceConditionReason = "SuspendInProgress"
-	SuspendComplete                RayServiceConditionReason = "SuspendComplete"
-	RayServiceResumed              RayServiceConditionReason = "RayServiceResumed"
+	// DesiredClusterSpecChanged is RollbackInProgress's reason: the spec changed away from the pending
+	// cluster's mid-upgrade.
+	DesiredClusterSpecChanged RayServiceConditionReason = "DesiredClusterSpecChanged"
+	SuspendRequested          RayServiceConditionReason = "SuspendRequested"
+	SuspendInProgress         RayServiceConditionReason = "SuspendInProgress"
+	SuspendComplete           RayServiceConditionReason = "SuspendComplete"
+	RayServiceResumed         RayServiceConditionReason = "RayServiceResumed"
 	// TargetClusterChanged is KubeRay v1.6's, which v1.7 no longer sets; kept so that code written for v1.6
 	// compiles.
 	TargetClusterChanged RayServiceConditionReason = "TargetClusterChanged"

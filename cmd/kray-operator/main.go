@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -183,6 +184,9 @@ func run(o options) error {
 	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
 	utilruntime.Must(schedv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
+	if o.gates.Enabled(features.RayServiceIncrementalUpgrade) {
+		utilruntime.Must(gwv1.Install(scheme))
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -197,6 +201,9 @@ func run(o options) error {
 	}
 	cacheOptions := raycluster.CacheOptions(namespaces)
 	raycluster.CachePodGroups(&cacheOptions, o.batchScheduler)
+	if o.gates.Enabled(features.RayServiceIncrementalUpgrade) {
+		rayservice.CacheRouting(&cacheOptions)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions,

@@ -24,6 +24,8 @@ type ServeDetails struct {
 	// Applications are the Serve applications by name; empty before any config was applied, and after a head
 	// restart without GCS fault tolerance.
 	Applications map[string]ServeApplication `json:"applications"`
+	// TargetCapacity is the target_capacity of the config Serve runs, nil when it has none (100%).
+	TargetCapacity *float64 `json:"target_capacity,omitempty"`
 }
 
 // ServeApplication is one Serve application's status and its deployments'.
@@ -133,4 +135,18 @@ func ProbeServeProxy(ctx context.Context, hc *http.Client, baseURL string) (bool
 		return false, c.httpError("Serve proxy health check at "+c.base, status, body)
 	}
 	return true, nil
+}
+
+// WithTargetCapacity is config (a Serve config as JSON) with its top-level target_capacity set to percent:
+// Serve then runs each deployment at that share of its replicas (an incremental upgrade's step).
+func WithTargetCapacity(config []byte, percent int32) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(config, &fields); err != nil {
+		return nil, fmt.Errorf("the Serve config is not a JSON object: %w", err)
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	fields["target_capacity"] = json.RawMessage(fmt.Sprint(percent))
+	return json.Marshal(fields)
 }

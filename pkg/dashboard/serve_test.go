@@ -156,3 +156,23 @@ func TestServeApplicationsOverTheBound(t *testing.T) {
 		t.Fatalf("error %v, want one saying the answer is too large", err)
 	}
 }
+
+func TestWithTargetCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		percent int32
+		want    string
+	}{
+		{`{"applications":[{"name":"a"}]}`, 50, `{"applications":[{"name":"a"}],"target_capacity":50}`},
+		{`{"applications":[],"target_capacity":10}`, 0, `{"applications":[],"target_capacity":0}`},
+		{`{}`, 100, `{"target_capacity":100}`},
+	} {
+		got, err := WithTargetCapacity([]byte(tc.in), tc.percent)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s at %d: %s, %v; want %s", tc.in, tc.percent, got, err, tc.want)
+		}
+	}
+	if _, err := WithTargetCapacity([]byte(`[1]`), 1); err == nil {
+		t.Error("a JSON array took a target capacity")
+	}
+}

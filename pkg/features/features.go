@@ -31,7 +31,9 @@ const RayCronJob featuregate.Feature = "RayCronJob"
 const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
 
 // The other gates of KubeRay v1.7, accepted by name with KubeRay's defaults so that KubeRay's operator
-// arguments start kray. RayClusterStatusConditions names a feature kray always has, and
+// arguments start kray. RayServiceIncrementalUpgrade turns the RayService upgrade type
+// NewClusterWithIncrementalUpgrade on (off, it acts as None); RayClusterStatusConditions names a feature
+// kray always has, and
 // GCSFaultToleranceEmbeddedStorage one kray serves whatever the gate says (KubeRay refuses the RocksDB
 // backend while it is off); the rest name features kray does not implement yet (see Warnings).
 const (
@@ -63,12 +65,11 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 // notImplemented names, for each KubeRay gate whose feature kray does not have yet, what an object would
 // ask for: such an object is refused, whatever the gate says.
 var notImplemented = map[featuregate.Feature]string{
-	RayServiceIncrementalUpgrade: "the RayService upgrade type NewClusterWithIncrementalUpgrade",
-	SidecarSubmitterRestart:      "restarting a SidecarMode submitter container",
-	RayClusterNetworkPolicy:      "spec.networkPolicy",
-	RayClusterMTLS:               "spec.tlsOptions",
-	RayClusterHistoryServer:      "spec.historyServerOptions",
-	KubernetesWAS:                "scheduling through the Kubernetes Workload API",
+	SidecarSubmitterRestart: "restarting a SidecarMode submitter container",
+	RayClusterNetworkPolicy: "spec.networkPolicy",
+	RayClusterMTLS:          "spec.tlsOptions",
+	RayClusterHistoryServer: "spec.historyServerOptions",
+	KubernetesWAS:           "scheduling through the Kubernetes Workload API",
 }
 
 // NotImplemented reports whether gate names a feature kray does not have yet.

@@ -10,7 +10,6 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
-	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/spec"
 )
 
@@ -20,8 +19,8 @@ const MaxRayServiceNameLength = MaxClusterNameLength - 6
 // RayServiceOptions are the operator settings that change what a RayService spec may hold.
 type RayServiceOptions struct {
 	// IncrementalUpgrade is the RayServiceIncrementalUpgrade feature gate: with it on, a
-	// NewClusterWithIncrementalUpgrade upgrade has its options checked as KubeRay does, then is refused
-	// (kray does not implement it yet); with it off the type acts as None, as in KubeRay.
+	// NewClusterWithIncrementalUpgrade upgrade has its options checked as KubeRay does; with it off the
+	// type acts as None, as in KubeRay.
 	IncrementalUpgrade bool
 	// Cluster are the settings the cluster spec is checked with.
 	Cluster ClusterOptions
@@ -83,9 +82,6 @@ func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 		if err := clusterUpgradeOptions(svc); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: use upgradeStrategy type %s, or turn the gate off to have %s act as %s, as KubeRay does with the gate off",
-			NotImplemented("Spec.UpgradeStrategy.Type "+string(rayv1.RayServiceNewClusterWithIncrementalUpgrade), features.RayServiceIncrementalUpgrade),
-			rayv1.RayServiceNewCluster, rayv1.RayServiceNewClusterWithIncrementalUpgrade, rayv1.RayServiceUpgradeNone)
 	}
 	if err := clusterUpgradeStrategy(&s.RayClusterSpec, "RayService"); err != nil {
 		return err
@@ -117,6 +113,9 @@ func clusterUpgradeOptions(svc *rayv1.RayService) error {
 	}
 	if o.GatewayClassName == "" {
 		return errors.New("gatewayClassName is required for NewClusterWithIncrementalUpgrade")
+	}
+	if *o.StepSizePercent == 0 || ptr.Deref(o.MaxSurgePercent, 100) == 0 {
+		return errors.New("stepSizePercent and maxSurgePercent must be greater than 0: with 0 the upgrade never moves any traffic or capacity")
 	}
 	return nil
 }

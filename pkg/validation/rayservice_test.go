@@ -117,8 +117,10 @@ func TestRayServiceSpec(t *testing.T) {
 				o.MaxSurgePercent, o.StepSizePercent = ptr.To[int32](20), ptr.To[int32](30)
 			}))}, true,
 			"stepSizePercent must be less than or equal to maxSurgePercent"},
-		{"incremental, valid, gate on: refused, as kray does not implement it yet", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.RayServiceNewClusterWithIncrementalUpgrade, options(nil))}, true,
-			"Spec.UpgradeStrategy.Type NewClusterWithIncrementalUpgrade is not implemented by kray yet (the RayServiceIncrementalUpgrade feature gate is on, but kray has no such feature): use upgradeStrategy type NewCluster, or turn the gate off to have NewClusterWithIncrementalUpgrade act as None, as KubeRay does with the gate off"},
+		{"incremental, valid, gate on", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.RayServiceNewClusterWithIncrementalUpgrade, options(nil))}, true, ""},
+		{"incremental zero step", []func(*rayv1.RayService){autoscaled, upgrade(rayv1.RayServiceNewClusterWithIncrementalUpgrade,
+			options(func(o *rayv1.ClusterUpgradeOptions) { o.StepSizePercent = ptr.To[int32](0) }))}, true,
+			"stepSizePercent and maxSurgePercent must be greater than 0: with 0 the upgrade never moves any traffic or capacity"},
 		{"a cluster upgradeStrategy", []func(*rayv1.RayService){func(s *rayv1.RayService) {
 			s.Spec.RayClusterSpec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
 		}}, false, "upgradeStrategy cannot be set when RayCluster is created by RayService"},

@@ -32,6 +32,8 @@ const deployFor = time.Second
 type serveCluster struct {
 	puts []string // the configs put, in order
 	apps map[string]*serveApp
+	// capacity is the target_capacity of the config Serve runs (nil: none, 100%), as the last put set it.
+	capacity *float64
 }
 
 type serveApp struct {
@@ -86,6 +88,23 @@ func (f *fakeServe) puts(ns, cluster string) []string {
 	return nil
 }
 
+// capacities returns the target_capacity of each config put on cluster, in order (-1 for none).
+func (f *fakeServe) capacities(ns, cluster string) []float64 {
+	var out []float64
+	for _, put := range f.puts(ns, cluster) {
+		var config struct {
+			TargetCapacity *float64 `json:"target_capacity"`
+		}
+		_ = json.Unmarshal([]byte(put), &config)
+		if config.TargetCapacity == nil {
+			out = append(out, -1)
+			continue
+		}
+		out = append(out, *config.TargetCapacity)
+	}
+	return out
+}
+
 // probed reports how many health checks pod's proxy answered.
 func (f *fakeServe) probed(ns, pod string) int {
 	f.mu.Lock()
@@ -112,7 +131,8 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 	case http.MethodPut:
 		body, _ := io.ReadAll(r.Body)
 		var config struct {
-			Applications []struct {
+			TargetCapacity *float64 `json:"target_capacity"`
+			Applications   []struct {
 				Name        string `json:"name"`
 				ImportPath  string `json:"import_path"`
 				Deployments []struct {
@@ -124,7 +144,12 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 			http.Error(w, "1 validation error for ServeDeploySchema\napplications\n  field required (type=value_error.missing)", http.StatusBadRequest)
 			return
 		}
+		if tc := config.TargetCapacity; tc != nil && (*tc < 0 || *tc > 100) {
+			http.Error(w, "1 validation error for ServeDeploySchema\ntarget_capacity\n  value must be between 0 and 100", http.StatusBadRequest)
+			return
+		}
 		c.puts = append(c.puts, string(body))
+		c.capacity = config.TargetCapacity // a new target capacity scales the deployments; the applications go on
 		now := time.Now()
 		kept := map[string]bool{}
 		for _, a := range config.Applications {
@@ -184,7 +209,7 @@ func (f *fakeServe) details(c *serveCluster, now time.Time) map[string]any {
 			"last_deployed_time_s": float64(app.since.UnixMilli()) / 1000, "deployments": deployments}
 	}
 	return map[string]any{"deploy_mode": "MULTI_APP", "controller_info": map[string]any{"node_id": "fake"}, "proxies": map[string]any{},
-		"applications": apps, "target_capacity": nil}
+		"applications": apps, "target_capacity": c.capacity}
 }
 
 // probe answers the Serve proxy health check of pod ("<namespace>/<pod>").

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	schedv1alpha1 "github.com/kray-project/kray/api/schedulerplugins/v1alpha1"
@@ -65,6 +66,7 @@ func run(m *testing.M) int {
 	utilruntime.Must(kruisev1beta1.AddToScheme(scheme))
 	utilruntime.Must(schedv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
+	utilruntime.Must(gwv1.Install(scheme))
 	path := os.Getenv("KUBECONFIG")
 	if path == "" {
 		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run `make e2e` (local cluster) or hack/kind-e2e.sh")

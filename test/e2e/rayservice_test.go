@@ -528,33 +528,6 @@ func TestRayServiceWithKubeRaysFinalizerIsDeleted(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the RayService's cluster %s goes before it: %v", cluster, err)
 }
 
-// KubeRay v1.7 turns RayServiceIncrementalUpgrade on by default, and kray does not implement that upgrade
-// yet: a RayService asking for it is refused (Ready False with reason ValidationFailed, an
-// InvalidRayServiceSpec event) and gets no cluster, instead of silently acting as None.
-func TestRayServiceIncrementalUpgradeIsRefused(t *testing.T) {
-	g := NewWithT(t)
-	ns := namespace(t)
-	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
-	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
-	sample.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
-	sample.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.RayServiceNewClusterWithIncrementalUpgrade),
-		ClusterUpgradeOptions: &rayv1.ClusterUpgradeOptions{MaxSurgePercent: ptr.To[int32](50), StepSizePercent: ptr.To[int32](10),
-			IntervalSeconds: ptr.To[int32](30), GatewayClassName: "istio"}}
-	svc := createService(t, sample)
-	const want = "NewClusterWithIncrementalUpgrade is not implemented by kray yet"
-	g.Eventually(func(g Gomega) {
-		ready := serviceCondition(getService(g, svc), rayv1.RayServiceReady)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(string(rayv1.RayServiceValidationFailed)))
-		g.Expect(ready.Message).To(ContainSubstring(want))
-		g.Expect(eventMessages(g, svc, rayservice.EventInvalidRayServiceSpec)).To(ContainElement(ContainSubstring(want)))
-	}, serviceTimeout, poll).Should(Succeed())
-	g.Consistently(func(g Gomega) {
-		g.Expect(clusters.created()).To(BeEmpty())
-	}, 2*time.Second, poll).Should(Succeed())
-}
-
 // KubeRay v1.7's suspend of a serving RayService: Suspending, then its cluster and both Services deleted and
 // Suspended, with nothing left carrying its name; a change of mind while it suspends is acted on only once
 // it is suspended; resumed, it serves again from a new cluster.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -82,7 +83,29 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		}
 		return nil, shared.PatchMeta(ctx, r.Writer, a.Cluster, shared.Meta{Annotations: map[string]*string{constants.AnnotationDeletionDeadline: deadline}})
 	case ApplyServe:
-		return r.applyServe(ctx, svc, o.Clusters[a.Name], a.Config)
+		return r.applyServe(ctx, svc, o.Clusters[a.Name], Served{Config: a.Config, Capacity: a.Capacity})
+	case CreateService:
+		err := r.Writer.Create(ctx, a.Service)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			return nil, nil // the cache lags its create
+		case err != nil:
+			return warning(shared.EventFailedToCreateService, "Failed to create Service %s/%s: %v", a.Service.Namespace, a.Service.Name, err), err
+		}
+		return normal(shared.EventCreatedService, "Created Service %s/%s for RayCluster %s", a.Service.Namespace, a.Service.Name, a.Service.Labels[constants.LabelCluster]), nil
+	case SyncGateway:
+		return r.syncRouting(ctx, svc, a.Object, a.Live)
+	case DeleteGateway:
+		uid := a.Object.GetUID()
+		err := r.Writer.Delete(ctx, a.Object, client.Preconditions{UID: &uid})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil, nil
+		}
+		kind := routingKind(a.Object)
+		if err != nil {
+			return warning("FailedToDelete"+kind, "Failed to delete the %s %s %s: %v", kind, ref, a.Why, err), err
+		}
+		return normal("Deleted"+kind, "Deleted the %s %s %s", kind, ref, a.Why), nil
 	case LabelHead:
 		if err := shared.PatchMeta(ctx, r.Writer, a.Pod, shared.Meta{Labels: map[string]*string{constants.LabelServe: &a.Value}}); err != nil {
 			return warning(EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
@@ -97,23 +120,84 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 	return nil, fmt.Errorf("unknown action %q", a.Kind)
 }
 
-// applyServe puts config on rc's Serve API and remembers it on success.
-func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *rayv1.RayCluster, config string) (*shared.Event, error) {
+// applyServe puts served's config, at its target capacity if any, on rc's Serve API and remembers it on
+// success.
+func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *rayv1.RayCluster, served Served) (*shared.Event, error) {
 	ref := fmt.Sprintf("RayCluster %s/%s", rc.Namespace, rc.Name)
-	body, err := dashboard.ServeConfigJSON(config)
+	body, err := dashboard.ServeConfigJSON(served.Config)
+	if err == nil && served.Capacity != nil {
+		body, err = dashboard.WithTargetCapacity(body, *served.Capacity)
+	}
 	if err == nil {
 		var api dashboard.ServeAPI
 		if api, err = r.serveAPI(ctx, rc); err == nil {
 			err = api.Apply(ctx, body)
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil && served.Capacity != nil:
 		// Reported and tried again at the next poll, not retried with backoff: the config or Serve must
 		// change first.
+		return warning(EventFailedToUpdateTargetCapacity, "Failed to update target_capacity of serve applications to the %s: %v", ref, err), nil
+	case err != nil:
 		return warning(EventFailedToUpdateServeApplications, "Failed to apply serveConfigV2 on %s: %v", ref, err), nil
 	}
-	r.applied.set(client.ObjectKeyFromObject(svc), rc.Name, config)
+	r.applied.set(client.ObjectKeyFromObject(svc), rc.Name, served)
+	if served.Capacity != nil {
+		return normal(EventUpdatedServeApplications, "Applied serveConfigV2 on %s at target_capacity %d%%", ref, *served.Capacity), nil
+	}
 	return normal(EventUpdatedServeApplications, "Applied serveConfigV2 on %s", ref), nil
+}
+
+// syncRouting creates desired (the RayService's Gateway or HTTPRoute), or updates live (else the one of
+// that name found existing, when the RayService controls it) to desired's spec, labels added. One the
+// RayService does not control is never changed.
+func (r *Reconciler) syncRouting(ctx context.Context, svc *rayv1.RayService, desired, live client.Object) (*shared.Event, error) {
+	kind := routingKind(desired)
+	ref := fmt.Sprintf("%s/%s", desired.GetNamespace(), desired.GetName())
+	if live == nil {
+		err := r.Writer.Create(ctx, desired)
+		switch {
+		case err == nil:
+			return normal("Created"+kind, "Created %s for RayService %s/%s", kind, svc.Namespace, svc.Name), nil
+		case !apierrors.IsAlreadyExists(err):
+			return warning("FailedToCreate"+kind, "Failed to create %s for RayService %s/%s: %v", kind, svc.Namespace, svc.Name, err), err
+		}
+		// The cache does not hold it: it lags a create, or the object lacks the labels the cache selects by
+		// (one KubeRay made). Read it from the API server and update it, which also labels it.
+		found := desired.DeepCopyObject().(client.Object)
+		if err := r.checkOwned(ctx, svc, found, desired.GetName()); err != nil {
+			return warning("FailedToCreate"+kind, "Failed to create %s for RayService %s/%s: %v", kind, svc.Namespace, svc.Name, err), err
+		}
+		live = found
+	}
+	updated := live.DeepCopyObject().(client.Object)
+	labels := updated.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range desired.GetLabels() {
+		labels[k] = v
+	}
+	updated.SetLabels(labels)
+	switch u := updated.(type) {
+	case *gwv1.Gateway:
+		u.Spec = desired.(*gwv1.Gateway).Spec
+	case *gwv1.HTTPRoute:
+		u.Spec = desired.(*gwv1.HTTPRoute).Spec
+	}
+	if err := r.Writer.Update(ctx, updated); err != nil {
+		return warning("FailedToUpdate"+kind, "Failed to update the %s %s: %v", kind, ref, err), err
+	}
+	return normal("Updated"+kind, "Updated the %s %s", kind, ref), nil
+}
+
+// routingKind is "Gateway" or "HTTPRoute", the kind of obj, as the events name it.
+func routingKind(obj client.Object) string {
+	if _, ok := obj.(*gwv1.Gateway); ok {
+		return "Gateway"
+	}
+	return "HTTPRoute"
 }
 
 // syncService creates desired, or points the RayService's live Service (from the cache, else from the API

@@ -33,7 +33,7 @@ func cleanUp(o Observed, d *Decision) {
 	for _, name := range slices.Sorted(maps.Keys(o.Clusters)) {
 		rc := o.Clusters[name]
 		mark, marked := rc.Annotations[constants.AnnotationDeletionDeadline]
-		if names(st, name) {
+		if namesCluster(st, name) {
 			if marked {
 				d.Actions = append(d.Actions, Action{Kind: MarkCluster, Name: name, Cluster: rc})
 			}
@@ -48,7 +48,7 @@ func cleanUp(o Observed, d *Decision) {
 			d.Actions = append(d.Actions, Action{Kind: MarkCluster, Name: name, Cluster: rc, Deadline: deadline})
 		}
 		left := deadline.Sub(o.Now)
-		if left > 0 || names(stored, name) {
+		if left > 0 || namesCluster(stored, name) {
 			d.wantRequeue(left) // a stored name goes with this reconcile's status write: soon after it
 			continue
 		}
@@ -56,8 +56,8 @@ func cleanUp(o Observed, d *Decision) {
 	}
 }
 
-// names reports whether st names the cluster name as its active or pending one.
-func names(st *rayv1.RayServiceStatuses, name string) bool {
+// namesCluster reports whether st names the cluster name as its active or pending one.
+func namesCluster(st *rayv1.RayServiceStatuses, name string) bool {
 	return name == st.ActiveServiceStatus.RayClusterName || name == st.PendingServiceStatus.RayClusterName
 }
 

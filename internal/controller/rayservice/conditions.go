@@ -38,6 +38,8 @@ func setConditions(o Observed, d *Decision, endpoints int32) {
 	active, pending := st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName
 	upgrade := meta.FindStatusCondition(st.Conditions, string(rayv1.UpgradeInProgress))
 	switch {
+	case active != "" && pending != "" && incremental(svc, o.Validation.IncrementalUpgrade) && upgrading(*st, o.Clusters):
+		setCondition(st, svc, rayv1.UpgradeInProgress, metav1.ConditionTrue, rayv1.BothActivePendingClustersExist, incrementalMessage(o, st), o.Now)
 	case active != "" && pending != "":
 		setCondition(st, svc, rayv1.UpgradeInProgress, metav1.ConditionTrue, rayv1.BothActivePendingClustersExist, upgradeMessage(o, st), o.Now)
 	case active != "":

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -48,8 +50,16 @@ type Observed struct {
 	// HeadService and ServeService are the RayService's Services, nil when absent or not its own (a
 	// suspend deletes them).
 	HeadService, ServeService *corev1.Service
-	// Applied is the serveConfigV2 each cluster last accepted, by cluster name (kept in memory).
-	Applied map[string]string
+	// Applied is what each cluster's Serve last accepted, by cluster name (kept in memory).
+	Applied map[string]Served
+	// Gateway and HTTPRoute are the RayService's own Gateway API objects of an incremental upgrade, nil when
+	// absent or not its own; GatewayErr says why they could not be read (the Gateway API is not installed).
+	Gateway    *gwv1.Gateway
+	HTTPRoute  *gwv1.HTTPRoute
+	GatewayErr error
+	// ClusterServeServices are the serve Services of the clusters of an incremental upgrade that exist, by
+	// cluster name.
+	ClusterServeServices map[string]*corev1.Service
 	// Now is the reconcile's clock.
 	Now time.Time
 	// Suffix is a fresh random name suffix, used when a new cluster needs a name.
@@ -61,6 +71,13 @@ type Observed struct {
 	ZeroDowntime bool
 	// Validation are the operator settings the spec is checked with.
 	Validation validation.RayServiceOptions
+}
+
+// Served is what one cluster's Serve accepted: a serveConfigV2 and the target_capacity it was put with
+// (nil: none).
+type Served struct {
+	Config   string
+	Capacity *int32
 }
 
 // ActionKind names a write Next asks for.
@@ -84,6 +101,13 @@ const (
 	LabelHead ActionKind = "LabelHead"
 	// SyncService creates Action.Service, or points the live one at its cluster.
 	SyncService ActionKind = "SyncService"
+	// CreateService creates Action.Service (a cluster's serve Service of an incremental upgrade).
+	CreateService ActionKind = "CreateService"
+	// SyncGateway creates Action.Object (the RayService's Gateway or HTTPRoute), or updates the live one
+	// (Action.Live) to it.
+	SyncGateway ActionKind = "SyncGateway"
+	// DeleteGateway deletes the RayService's Gateway or HTTPRoute Action.Object (a suspend's).
+	DeleteGateway ActionKind = "DeleteGateway"
 )
 
 // Action is one write Next asks for, with what it writes.
@@ -98,6 +122,10 @@ type Action struct {
 	Service  *corev1.Service
 	Deadline time.Time
 	Config   string
+	// Capacity is the target_capacity ApplyServe puts with Config (nil: none).
+	Capacity *int32
+	// Object is the Gateway or HTTPRoute of SyncGateway and DeleteGateway; Live the one SyncGateway updates.
+	Object, Live client.Object
 }
 
 // Decision is Next's answer: the status to write, the writes to make, the events and when to look again.

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -49,10 +50,13 @@ func Next(o Observed) Decision {
 		return d
 	}
 	reconcileClusters(o, &d)
-	ready := reconcileServe(o, &d)
+	ready, stepping := serve(o, &d)
 	labelHeads(o, &d)
-	reconcileServices(o, &d, ready)
+	reconcileServices(o, &d, ready && !stepping)
 	endpoints := serveEndpoints(o.Pods, servingCluster(o, st))
+	if stepping {
+		endpoints += serveEndpoints(o.Pods, st.PendingServiceStatus.RayClusterName) // the route sends it traffic too
+	}
 	failed := timedOut(o, &d, endpoints)
 	cleanUp(o, &d) // after a timeout, every cluster
 	if !failed {
@@ -81,6 +85,43 @@ func nameNext(o Observed, d *Decision) {
 		return
 	}
 	d.Status.PendingServiceStatus = rayv1.RayServiceStatus{RayClusterName: name}
+	if incremental(o.Service, o.Validation.IncrementalUpgrade) {
+		// The first cluster serves at full capacity; an upgrade's starts at none.
+		capacity := int32(100)
+		if o.Clusters[d.Status.ActiveServiceStatus.RayClusterName] != nil {
+			capacity = 0
+		}
+		d.Status.PendingServiceStatus.TargetCapacity = ptr.To(capacity)
+	}
+}
+
+// serve reads and applies the Serve applications and, for an incremental RayService, runs its upgrade step:
+// ready says whether the cluster that takes the RayService's Services serves, stepping whether an
+// incremental upgrade is under way (the Services then stay on the active cluster).
+func serve(o Observed, d *Decision) (ready, stepping bool) {
+	svc, st := o.Service, &d.Status
+	if !incremental(svc, o.Validation.IncrementalUpgrade) {
+		return reconcileServe(o, d), false
+	}
+	if !upgrading(*st, o.Clusters) {
+		ready = reconcileServe(o, d)
+		return ready, reconcileIncremental(o, d, ready, false)
+	}
+	// Each cluster is put at the capacity the status asks; the one the traffic leaves keeps the config it
+	// runs, the one it goes to gets the spec's.
+	rolling := meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RollbackInProgress))
+	a, p := &st.ActiveServiceStatus, &st.PendingServiceStatus
+	activeWant, pendingWant := Served{Config: svc.Spec.ServeConfigV2, Capacity: a.TargetCapacity}, Served{Config: svc.Spec.ServeConfigV2, Capacity: p.TargetCapacity}
+	if applied, ok := o.Applied[a.RayClusterName]; ok && !rolling {
+		activeWant.Config = applied.Config
+	}
+	if applied, ok := o.Applied[p.RayClusterName]; ok && rolling {
+		pendingWant.Config = applied.Config
+	}
+	activeServes := serveCluster(o, d, a.RayClusterName, a, activeWant, !rolling)
+	pendingServes := serveCluster(o, d, p.RayClusterName, p, pendingWant, rolling)
+	stepping = reconcileIncremental(o, d, activeServes, pendingServes)
+	return activeServes, stepping
 }
 
 // reconcileClusters creates the pending cluster, rebuilds the cluster being compared (the pending one, else
@@ -102,15 +143,30 @@ func reconcileClusters(o Observed, d *Decision) {
 		nameNext(o, d)
 		return
 	}
+	stepwise := incremental(svc, o.Validation.IncrementalUpgrade) && o.Clusters[st.ActiveServiceStatus.RayClusterName] != nil
 	if rc == nil { // a named pending cluster not created yet (Next names one when the active one is gone)
-		d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: Cluster(svc, name)})
+		if stepwise && specChange(o.Clusters[st.ActiveServiceStatus.RayClusterName], svc) == unchanged {
+			st.PendingServiceStatus = rayv1.RayServiceStatus{} // the spec went back before the upgrade began
+			return
+		}
+		want := Cluster(svc, name)
+		if stepwise {
+			// The autoscaler sizes the new cluster as its target capacity grows, from each group's minimum.
+			for i := range want.Spec.WorkerGroupSpecs {
+				want.Spec.WorkerGroupSpecs[i].Replicas = nil
+			}
+		}
+		d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: want})
 		return
 	}
 	switch specChange(rc, svc) {
 	case inPlace, workersInPlace:
 		d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: name, Cluster: rebuilt(svc, rc)})
 	case replaced:
-		if pending || newClusterOnChange(svc, o.ZeroDowntime) {
+		if pending && stepwise {
+			return // an incremental upgrade rolls back to the active cluster instead (reconcileIncremental)
+		}
+		if pending || newClusterOnChange(svc, o.ZeroDowntime, o.Validation.IncrementalUpgrade) {
 			nameNext(o, d) // a replaced pending cluster goes like any old cluster
 		}
 	}
@@ -181,11 +237,11 @@ func specChange(rc *rayv1.RayCluster, svc *rayv1.RayService) change {
 }
 
 // newClusterOnChange reports whether a changed cluster spec takes a new cluster: upgradeStrategy NewCluster,
-// or none with zero-downtime upgrades on. None never does, nor NewClusterWithIncrementalUpgrade, which kray
-// does not serve (as KubeRay v1.5.0 with its gate off).
-func newClusterOnChange(svc *rayv1.RayService, zeroDowntime bool) bool {
+// NewClusterWithIncrementalUpgrade with its gate on, or none with zero-downtime upgrades on. None never
+// does, nor NewClusterWithIncrementalUpgrade with its gate off (as KubeRay).
+func newClusterOnChange(svc *rayv1.RayService, zeroDowntime, incrementalGate bool) bool {
 	if s := svc.Spec.UpgradeStrategy; s != nil && s.Type != nil {
-		return *s.Type == rayv1.RayServiceNewCluster
+		return *s.Type == rayv1.RayServiceNewCluster || (incrementalGate && *s.Type == rayv1.RayServiceNewClusterWithIncrementalUpgrade)
 	}
 	return zeroDowntime
 }
@@ -193,7 +249,7 @@ func newClusterOnChange(svc *rayv1.RayService, zeroDowntime bool) bool {
 // ServeTarget is the cluster whose Serve applications a reconcile reads and applies: the pending cluster
 // once it exists, else the active one unless its spec changed so that a new cluster is due (which then
 // gets them); "" when there is none.
-func ServeTarget(svc *rayv1.RayService, clusters map[string]*rayv1.RayCluster, zeroDowntime bool) string {
+func ServeTarget(svc *rayv1.RayService, clusters map[string]*rayv1.RayCluster, zeroDowntime, incrementalGate bool) string {
 	if name := svc.Status.PendingServiceStatus.RayClusterName; name != "" {
 		if clusters[name] != nil {
 			return name
@@ -202,10 +258,22 @@ func ServeTarget(svc *rayv1.RayService, clusters map[string]*rayv1.RayCluster, z
 	}
 	name := svc.Status.ActiveServiceStatus.RayClusterName
 	active := clusters[name]
-	if active == nil || (specChange(active, svc) == replaced && newClusterOnChange(svc, zeroDowntime)) {
+	if active == nil || (specChange(active, svc) == replaced && newClusterOnChange(svc, zeroDowntime, incrementalGate)) {
 		return ""
 	}
 	return name
+}
+
+// ServeReads are the clusters whose Serve applications a reconcile reads: ServeTarget's, and both clusters
+// of an incremental upgrade under way.
+func ServeReads(svc *rayv1.RayService, clusters map[string]*rayv1.RayCluster, zeroDowntime, incrementalGate bool) []string {
+	if incremental(svc, incrementalGate) && upgrading(svc.Status, clusters) {
+		return []string{svc.Status.ActiveServiceStatus.RayClusterName, svc.Status.PendingServiceStatus.RayClusterName}
+	}
+	if name := ServeTarget(svc, clusters, zeroDowntime, incrementalGate); name != "" {
+		return []string{name}
+	}
+	return nil
 }
 
 // withStatus is svc carrying st, for helpers that read the status being decided.

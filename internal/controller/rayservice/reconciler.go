@@ -18,11 +18,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -31,6 +33,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/validation"
 )
 
@@ -206,7 +209,15 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 	if o.ServeService, err = r.ownService(ctx, svc, ServeServiceName(svc)); err != nil {
 		return o, err
 	}
-	if name := ServeTarget(svc, o.Clusters, r.ZeroDowntime); name != "" && podServes(headPod(o.Pods, name)) {
+	if incremental(svc, r.Validation.IncrementalUpgrade) {
+		if err := r.observeRouting(ctx, svc, &o); err != nil {
+			return o, err
+		}
+	}
+	for _, name := range ServeReads(svc, o.Clusters, r.ZeroDowntime, r.Validation.IncrementalUpgrade) {
+		if !podServes(headPod(o.Pods, name)) {
+			continue
+		}
 		read := ServeRead{}
 		if api, err := r.serveAPI(ctx, o.Clusters[name]); err != nil {
 			read.Err = err
@@ -222,6 +233,47 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 		}
 	}
 	return o, nil
+}
+
+// observeRouting reads, for an incremental RayService, its Gateway and HTTPRoute (only its own) and the serve
+// Services of its active and pending clusters (only those the clusters own). A Gateway API the API server
+// does not serve is recorded in o.GatewayErr, not returned: the RayService says so and waits.
+func (r *Reconciler) observeRouting(ctx context.Context, svc *rayv1.RayService, o *Observed) error {
+	gw, route := &gwv1.Gateway{}, &gwv1.HTTPRoute{}
+	for _, obj := range []client.Object{gw, route} {
+		name := GatewayName(svc)
+		if obj == route {
+			name = HTTPRouteName(svc)
+		}
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, obj); {
+		case meta.IsNoMatchError(err):
+			o.GatewayErr = fmt.Errorf("the API server does not serve the Gateway API (install its CRDs, gateway.networking.k8s.io/v1): %w", err)
+			return nil
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read %s: %w", name, err)
+		case shared.OwnedBy(obj, svc) && obj == gw:
+			o.Gateway = gw
+		case shared.OwnedBy(obj, svc):
+			o.HTTPRoute = route
+		}
+	}
+	o.ClusterServeServices = map[string]*corev1.Service{}
+	for _, name := range []string{svc.Status.ActiveServiceStatus.RayClusterName, svc.Status.PendingServiceStatus.RayClusterName} {
+		rc := o.Clusters[name]
+		if rc == nil {
+			continue
+		}
+		s := &corev1.Service{}
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: names.ServeService(name)}, s); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read the serve Service of RayCluster %s: %w", name, err)
+		default:
+			o.ClusterServeServices[name] = s // someone else's is never replaced: its create fails and says so
+		}
+	}
+	return nil
 }
 
 // ownClusters lists, from the cache, the RayClusters svc controls.
@@ -297,32 +349,32 @@ func (r *Reconciler) suffix() string {
 	return shared.NameSuffix()
 }
 
-// appliedConfigs is, per RayService, the serveConfigV2 each cluster last accepted; safe for concurrent
+// appliedConfigs is, per RayService, what each cluster's Serve last accepted; safe for concurrent
 // reconciles. It is memory only: after a restart each cluster gets the config once more, which Serve takes
 // as a no-op.
 type appliedConfigs struct {
 	mu sync.Mutex
-	m  map[types.NamespacedName]map[string]string
+	m  map[types.NamespacedName]map[string]Served
 }
 
 // get returns a copy of key's configs by cluster.
-func (a *appliedConfigs) get(key types.NamespacedName) map[string]string {
+func (a *appliedConfigs) get(key types.NamespacedName) map[string]Served {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return maps.Clone(a.m[key])
 }
 
-// set records that key's cluster accepted config.
-func (a *appliedConfigs) set(key types.NamespacedName, cluster, config string) {
+// set records that key's cluster accepted served.
+func (a *appliedConfigs) set(key types.NamespacedName, cluster string, served Served) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
-		a.m = map[types.NamespacedName]map[string]string{}
+		a.m = map[types.NamespacedName]map[string]Served{}
 	}
 	if a.m[key] == nil {
-		a.m[key] = map[string]string{}
+		a.m[key] = map[string]Served{}
 	}
-	a.m[key][cluster] = config
+	a.m[key][cluster] = served
 }
 
 // keep forgets the configs of key's clusters other than those named.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -12,19 +13,36 @@ import (
 )
 
 // reconcileServe reads the Serve applications of the target cluster into its status, asks for serveConfigV2
-// to be applied when that cluster has not accepted it (or shows no application: a head restarted without
-// GCS fault tolerance), and reports whether the target cluster serves: at least one application, all
-// RUNNING, with nothing left to apply.
+// (at the cluster's target capacity, during and after an incremental upgrade) to be applied when that
+// cluster has not accepted it (or shows no application: a head restarted without GCS fault tolerance), and
+// reports whether the target cluster serves: at least one application, all RUNNING, with nothing left to
+// apply.
 func reconcileServe(o Observed, d *Decision) bool {
 	svc, st := o.Service, &d.Status
-	name := ServeTarget(withStatus(svc, st), o.Clusters, o.ZeroDowntime)
+	name := ServeTarget(withStatus(svc, st), o.Clusters, o.ZeroDowntime, o.Validation.IncrementalUpgrade)
 	for _, s := range []*rayv1.RayServiceStatus{&st.ActiveServiceStatus, &st.PendingServiceStatus} {
 		if s.RayClusterName != name {
 			s.Applications = nil // not read in this reconcile (the active cluster's, during an upgrade)
 		}
 	}
 	target := statusOf(st, name)
-	if target == nil || !podServes(headPod(o.Pods, name)) {
+	if target == nil {
+		return false
+	}
+	want := Served{Config: svc.Spec.ServeConfigV2}
+	if incremental(svc, o.Validation.IncrementalUpgrade) {
+		want.Capacity = target.TargetCapacity
+	}
+	return serveCluster(o, d, name, target, want, false)
+}
+
+// serveCluster reads the Serve applications of the cluster name into its status s, asks for want to be put
+// when its Serve has not accepted it (or shows no application), and reports whether it serves: at least one
+// application, all RUNNING, with nothing left to put. With trustServe, a cluster whose acceptance is not
+// remembered (the operator restarted) and whose Serve runs want's target capacity is taken to have
+// accepted want: the cluster an incremental upgrade moves away from keeps the config it runs.
+func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatus, want Served, trustServe bool) bool {
+	if !podServes(headPod(o.Pods, name)) {
 		return false
 	}
 	read, ok := o.Serve[name]
@@ -33,12 +51,17 @@ func reconcileServe(o Observed, d *Decision) bool {
 	}
 	if read.Err != nil {
 		d.Events = append(d.Events, shared.Warning(EventFailedToGetServeApplications,
-			fmt.Sprintf("Failed to read the Serve applications of RayCluster %s/%s: %v", svc.Namespace, name, read.Err)))
+			fmt.Sprintf("Failed to read the Serve applications of RayCluster %s/%s: %v", o.Service.Namespace, name, read.Err)))
 		return false
 	}
-	target.Applications = appStatuses(read.Details)
-	if o.Applied[name] != svc.Spec.ServeConfigV2 || len(read.Details.Applications) == 0 {
-		d.Actions = append(d.Actions, Action{Kind: ApplyServe, Name: name, Config: svc.Spec.ServeConfigV2})
+	s.Applications = appStatuses(read.Details)
+	applied, known := o.Applied[name]
+	accepted := known && sameServed(applied, want)
+	if !known && trustServe {
+		accepted = servesCapacity(read.Details, want.Capacity)
+	}
+	if !accepted || len(read.Details.Applications) == 0 {
+		d.Actions = append(d.Actions, Action{Kind: ApplyServe, Name: name, Config: want.Config, Capacity: want.Capacity})
 		return false
 	}
 	for _, app := range read.Details.Applications {
@@ -47,6 +70,23 @@ func reconcileServe(o Observed, d *Decision) bool {
 		}
 	}
 	return true
+}
+
+// sameServed reports whether a and b put the same config at the same target capacity.
+func sameServed(a, b Served) bool {
+	return a.Config == b.Config && ptr.Equal(a.Capacity, b.Capacity)
+}
+
+// servesCapacity reports whether Serve runs at capacity percent (nil and Serve's none both being 100%).
+func servesCapacity(details *dashboard.ServeDetails, capacity *int32) bool {
+	got, want := 100.0, 100.0
+	if details.TargetCapacity != nil {
+		got = *details.TargetCapacity
+	}
+	if capacity != nil {
+		want = float64(*capacity)
+	}
+	return got == want
 }
 
 // appStatuses is Serve's answer as the status's application statuses; the unnamed application is "default".

@@ -2,13 +2,17 @@ package rayservice
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // +kubebuilder:rbac:groups=ray.io,resources=rayservices,verbs=get;list;watch;patch
@@ -19,6 +23,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes,verbs=get;list;watch;create;update;delete
 //
 // Why each verb: RayServices are read and their status written, never their spec; each is patched only to
 // add KubeRay v1.7's ray.io/rayservice-finalizer, and to remove it once a deleted one's clusters are gone;
@@ -29,7 +34,20 @@ import (
 // owns, by UID precondition). The RayService's head and serve Services are created, updated only to
 // follow the serving cluster, and deleted only by a suspend (with every cluster of the RayService); a Service whose create finds it existing is read once by name. Pods are read
 // from the cache, and a head pod is patched only in its ray.io/serve label. A cluster's token auth Secret is
-// read by name, only for the Serve API calls of a cluster with token auth.
+// read by name, only for the Serve API calls of a cluster with token auth. For a RayService upgraded
+// incrementally (the RayServiceIncrementalUpgrade gate on), its Gateway and HTTPRoute are read from the
+// cache (those labelled as a RayService's), created, updated to its spec and weights (only those it
+// controls; one whose create finds it existing is read once by name) and deleted only by a suspend, as
+// KubeRay v1.7 does; each cluster's serve Service is created once, owned by the cluster.
+
+// CacheRouting scopes the cache of Gateways and HTTPRoutes to those made for a RayService. Their informers
+// start on a RayService's first incremental upgrade, so an operator on an API server without the Gateway
+// API runs as before.
+func CacheRouting(opts *cache.Options) {
+	sel := labels.SelectorFromSet(labels.Set{constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService})
+	opts.ByObject[&gwv1.Gateway{}] = cache.ByObject{Label: sel}
+	opts.ByObject[&gwv1.HTTPRoute{}] = cache.ByObject{Label: sel}
+}
 
 // SetupWithManager registers the RayService controller: RayService changes (not its own status writes, which
 // the poll follows), and the RayClusters and Services it owns (a cluster's status says when its head is

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
 
@@ -29,7 +31,7 @@ const (
 // suspend runs KubeRay v1.7's suspend of a RayService and reports whether it holds the reconcile (nothing
 // else is decided). As in KubeRay, the steps that start and end a suspension store the generation they
 // acted on; one that is suspended, or still deleting, does not. spec.suspend true first stores Suspending (the commit point: serving stops, the status
-// forgets its clusters); then every cluster of the RayService and its head and serve Services are deleted,
+// forgets its clusters); then every cluster of the RayService, its head and serve Services and its Gateway and HTTPRoute are deleted,
 // whatever spec.suspend has become meanwhile, and once all are gone it is Suspended. spec.suspend false
 // again resumes: Ready and UpgradeInProgress start over as Initializing (so the initializing timeout counts
 // afresh), and the reconcile goes on to name a new cluster.
@@ -75,6 +77,19 @@ func suspend(o Observed, d *Decision) bool {
 		gone = false
 		if live.DeletionTimestamp == nil {
 			d.Actions = append(d.Actions, Action{Kind: DeleteService, Name: live.Name, Service: live, Why: whySuspended})
+		}
+	}
+	var routing []client.Object
+	if o.HTTPRoute != nil {
+		routing = append(routing, o.HTTPRoute)
+	}
+	if o.Gateway != nil {
+		routing = append(routing, o.Gateway)
+	}
+	for _, live := range routing {
+		gone = false
+		if live.GetDeletionTimestamp() == nil {
+			d.Actions = append(d.Actions, Action{Kind: DeleteGateway, Name: live.GetName(), Object: live, Why: whySuspended})
 		}
 	}
 	if !gone {

@@ -1,0 +1,248 @@
+package rayservice
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/dashboard"
+)
+
+// stepwise asks for an incremental upgrade with the given surge, step and interval.
+func stepwise(surge, step, interval int32) func(*rayv1.RayService) {
+	return func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.EnableInTreeAutoscaling = ptr.To(true)
+		s.Spec.UpgradeStrategy = &rayv1.RayServiceUpgradeStrategy{Type: ptr.To(rayv1.RayServiceNewClusterWithIncrementalUpgrade),
+			ClusterUpgradeOptions: &rayv1.ClusterUpgradeOptions{MaxSurgePercent: ptr.To(surge), StepSizePercent: ptr.To(step),
+				IntervalSeconds: ptr.To(interval), GatewayClassName: "istio"}}
+	}
+}
+
+// settle makes d's writes as the API server, a Gateway controller that accepts everything and Serve would:
+// clusters are created with ready pods, configs are accepted and run, the Gateway and HTTPRoute are stored
+// accepted, and the Services follow.
+func (w *world) settle(d Decision) {
+	w.apply(d)
+	accepted := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue}, {Type: "Programmed", Status: metav1.ConditionTrue}, {Type: "ResolvedRefs", Status: metav1.ConditionTrue}}
+	for _, a := range d.Actions {
+		switch a.Kind {
+		case CreateCluster:
+			w.addCluster(a.Name)
+			w.clusters[a.Name].Spec = a.Cluster.Spec
+			w.serve[a.Name] = ServeRead{Details: &dashboard.ServeDetails{}}
+		case ApplyServe:
+			w.applied[a.Name] = Served{Config: a.Config, Capacity: a.Capacity}
+			var tc *float64
+			if a.Capacity != nil {
+				tc = ptr.To(float64(*a.Capacity))
+			}
+			w.serve[a.Name] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "RUNNING"}}, TargetCapacity: tc}}
+		case CreateService:
+			w.clusterSvcs[a.Service.Labels[constants.LabelCluster]] = a.Service
+		case SyncGateway:
+			switch o := a.Object.(type) {
+			case *gwv1.Gateway:
+				w.gateway = o.DeepCopy()
+				w.gateway.Status.Conditions = accepted
+			case *gwv1.HTTPRoute:
+				w.route = o.DeepCopy()
+				w.route.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: o.Spec.ParentRefs[0], Conditions: accepted}}
+			}
+		case DeleteCluster:
+			delete(w.clusters, a.Name)
+		}
+	}
+}
+
+// split is one observed state of an incremental upgrade.
+type split struct{ activeCap, pendingCap, activeWeight, pendingWeight int32 }
+
+// upgradeUntil runs reconciles every 5 s (settling each) until done says so, recording each new split.
+func (w *world) upgradeUntil(t *testing.T, done func() bool) []split {
+	t.Helper()
+	var trace []split
+	for i := 0; i < 200 && !done(); i++ {
+		d := w.step(t)
+		if d.Invalid {
+			t.Fatalf("refused: %+v", w.svc.Status.Conditions)
+		}
+		w.settle(d)
+		st := w.svc.Status
+		aw, pw, _, _ := routeWeights(w.route, st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName)
+		s := split{percentOr(st.ActiveServiceStatus.TargetCapacity, 100), percentOr(st.PendingServiceStatus.TargetCapacity, 0), aw, pw}
+		if len(trace) == 0 || trace[len(trace)-1] != s {
+			trace = append(trace, s)
+		}
+		w.now = w.now.Add(5 * time.Second)
+	}
+	if !done() {
+		t.Fatalf("not done after 200 reconciles: %+v", trace)
+	}
+	return trace
+}
+
+// incrementalWorld is a RayService serving from its first cluster under an incremental upgrade strategy.
+func incrementalWorld(t *testing.T, surge, step, interval int32) (*world, string) {
+	t.Helper()
+	w := newWorld(service(stepwise(surge, step, interval)))
+	w.gate, w.clusterSvcs = true, map[string]*corev1.Service{}
+	w.upgradeUntil(t, func() bool { return w.route != nil && w.svc.Status.ActiveServiceStatus.RayClusterName != "" })
+	first := w.svc.Status.ActiveServiceStatus.RayClusterName
+	if tc := w.svc.Status.ActiveServiceStatus.TargetCapacity; tc == nil || *tc != 100 || w.applied[first].Capacity == nil || *w.applied[first].Capacity != 100 {
+		t.Fatalf("first cluster: target capacity %v, Serve put at %v; want 100", tc, w.applied[first].Capacity)
+	}
+	if !selects(w.head, first) || w.gateway == nil || string(w.gateway.Spec.GatewayClassName) != "istio" {
+		t.Fatalf("first cluster: head Service %v, Gateway %v", w.head, w.gateway)
+	}
+	return w, first
+}
+
+// KubeRay v1.7's incremental upgrade, step by step: the new cluster's capacity rises by the surge, traffic
+// follows it a step per interval, the old cluster's capacity falls by the surge, and so on; the two
+// capacities never add up to more than 100 + surge, and at the end the new cluster is the active one.
+func TestIncrementalUpgradeSteps(t *testing.T) {
+	w, old := incrementalWorld(t, 50, 25, 10)
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	w.svc.Generation++
+	var last time.Time
+	var moves []time.Duration
+	trace := w.upgradeUntil(t, func() bool {
+		p := w.svc.Status.PendingServiceStatus
+		if p.LastTrafficMigratedTime != nil && !p.LastTrafficMigratedTime.Time.Equal(last) {
+			if !last.IsZero() {
+				moves = append(moves, p.LastTrafficMigratedTime.Sub(last))
+			}
+			last = p.LastTrafficMigratedTime.Time
+		}
+		return w.svc.Status.ActiveServiceStatus.RayClusterName != old && w.svc.Status.PendingServiceStatus.RayClusterName == ""
+	})
+	want := []split{
+		{100, 0, 100, 0}, {100, 50, 100, 0}, {100, 50, 75, 25}, {100, 50, 50, 50}, {50, 50, 50, 50}, {50, 100, 50, 50},
+		{50, 100, 25, 75}, {50, 100, 0, 100}, {100, 0, 100, 0},
+	}
+	if fmt.Sprint(trace) != fmt.Sprint(want) {
+		t.Errorf("splits (active capacity, pending capacity, active weight, pending weight):\n got %v\nwant %v", trace, want)
+	}
+	for _, m := range moves {
+		if m < 10*time.Second {
+			t.Errorf("traffic moved %s after the previous move, under the 10 s interval (moves %v)", m, moves)
+		}
+	}
+	active := w.svc.Status.ActiveServiceStatus.RayClusterName
+	if !selects(w.head, active) || len(w.route.Spec.Rules[0].BackendRefs) != 1 || string(w.route.Spec.Rules[0].BackendRefs[0].Name) != active+"-serve-svc" {
+		t.Errorf("after the upgrade: head Service on %v, route %+v; want both on %s", w.head.Spec.Selector, w.route.Spec.Rules[0].BackendRefs, active)
+	}
+	if c := condition(w.svc.Status, rayv1.UpgradeInProgress); c.Status != metav1.ConditionFalse {
+		t.Errorf("UpgradeInProgress %+v after the upgrade", c)
+	}
+	if w.clusterSvcs[active] == nil || w.clusterSvcs[active].OwnerReferences[0].Name != active {
+		t.Errorf("the new cluster's serve Service %+v, want one owned by it", w.clusterSvcs[active])
+	}
+}
+
+// The pending cluster is created with no worker replicas (the autoscaler sizes it as its capacity grows), at
+// target capacity 0, and traffic never moves to it before it serves.
+func TestIncrementalTrafficWaitsForServe(t *testing.T) {
+	w, _ := incrementalWorld(t, 100, 100, 1)
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	d := w.step(t)
+	w.settle(d)
+	pending := w.svc.Status.PendingServiceStatus
+	if pending.TargetCapacity == nil || *pending.TargetCapacity != 0 {
+		t.Fatalf("pending %+v, want target capacity 0", pending)
+	}
+	d = w.step(t)
+	create := has(d, CreateCluster)
+	if create == nil || create.Cluster.Spec.WorkerGroupSpecs[0].Replicas != nil {
+		t.Fatalf("actions %v, want the pending cluster created with no replicas", kinds(d))
+	}
+	w.settle(d)
+	w.serve[pending.RayClusterName] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "DEPLOYING"}}}}
+	for i := 0; i < 10; i++ {
+		w.now = w.now.Add(5 * time.Second)
+		d := w.step(t)
+		w.settle(d)
+		w.serve[pending.RayClusterName] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "DEPLOYING"}}}}
+		if _, pw, _, _ := routeWeights(w.route, w.svc.Status.ActiveServiceStatus.RayClusterName, pending.RayClusterName); pw != 0 {
+			t.Fatalf("reconcile %d: %d%% of the traffic on a pending cluster whose applications deploy", i, pw)
+		}
+	}
+	if c := condition(w.svc.Status, rayv1.UpgradeInProgress); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "target capacity 100%") {
+		t.Errorf("UpgradeInProgress %+v, want True saying where the capacities stand", c)
+	}
+}
+
+// A spec that goes back to the active cluster's mid-way rolls back: RollbackInProgress, traffic and capacity
+// return to the active cluster, the pending one is let go; a spec that goes to the pending one's again
+// cancels the rollback.
+func TestIncrementalRollback(t *testing.T) {
+	w, old := incrementalWorld(t, 50, 25, 10)
+	image := func(v string) {
+		w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:" + v
+	}
+	image("2.47.0")
+	w.upgradeUntil(t, func() bool {
+		_, pw, _, _ := routeWeights(w.route, old, w.svc.Status.PendingServiceStatus.RayClusterName)
+		return pw == 50
+	})
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	image("2.46.0") // back
+	w.step(t)
+	if c := condition(w.svc.Status, rayv1.RollbackInProgress); c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(rayv1.DesiredClusterSpecChanged) || c.Message != msgRollbackReverted {
+		t.Fatalf("RollbackInProgress %+v", c)
+	}
+	image("2.47.0") // forward again: the rollback is cancelled
+	w.step(t)
+	if c := condition(w.svc.Status, rayv1.RollbackInProgress); c != nil {
+		t.Fatalf("RollbackInProgress %+v after the spec went to the pending cluster's again, want none", c)
+	}
+	image("2.46.0")
+	trace := w.upgradeUntil(t, func() bool { return w.svc.Status.PendingServiceStatus.RayClusterName == "" })
+	for _, s := range trace {
+		if s.activeCap+s.pendingCap > 150 {
+			t.Errorf("capacities %v add up to more than 100 + surge", s)
+		}
+	}
+	if got := trace[len(trace)-1]; got != (split{100, 0, 100, 0}) || w.svc.Status.ActiveServiceStatus.RayClusterName != old {
+		t.Errorf("after the rollback: %v on %s, want all on %s (trace %v)", got, w.svc.Status.ActiveServiceStatus.RayClusterName, old, trace)
+	}
+	if condition(w.svc.Status, rayv1.RollbackInProgress) != nil {
+		t.Error("RollbackInProgress left after the rollback")
+	}
+	d := w.step(t)
+	if mark := has(d, MarkCluster); mark == nil || mark.Name != pending {
+		t.Errorf("actions %v, want the pending cluster %s marked for deletion", kinds(d), pending)
+	}
+}
+
+// With the gate off, NewClusterWithIncrementalUpgrade acts as None (KubeRay's): the first cluster is
+// created, a spec change makes no new cluster and no Gateway.
+func TestIncrementalUpgradeGateOff(t *testing.T) {
+	w, first := serving(t, stepwise(50, 25, 10))
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	d := w.step(t)
+	if w.svc.Status.PendingServiceStatus.RayClusterName != "" || has(d, SyncGateway) != nil || w.svc.Status.ActiveServiceStatus.RayClusterName != first {
+		t.Errorf("gate off: pending %q, actions %v", w.svc.Status.PendingServiceStatus.RayClusterName, kinds(d))
+	}
+}
+
+// A Gateway API the API server does not serve is said in a Warning event; nothing moves.
+func TestIncrementalWithoutGatewayAPI(t *testing.T) {
+	w := newWorld(service(stepwise(50, 25, 10)))
+	w.gate, w.clusterSvcs = true, map[string]*corev1.Service{}
+	w.step(t) // names the first cluster
+	o := w.observed()
+	o.GatewayErr = fmt.Errorf("no matches for kind \"Gateway\"")
+	d := Next(o)
+	if has(d, SyncGateway) != nil || len(d.Events) == 0 || d.Events[0].Reason != EventFailedToCreateGateway || !strings.Contains(d.Events[0].Message, "no matches for kind") {
+		t.Errorf("actions %v, events %+v; want a FailedToCreateGateway Warning and no Gateway write", kinds(d), d.Events)
+	}
+}
