@@ -83,7 +83,7 @@ func reconcileIncremental(o Observed, d *Decision, activeServes, pendingServes b
 		if gatewayReady(o.Gateway) && routeReady(svc, o.HTTPRoute) {
 			step(o, d, &t, rollingBack, activeServes, pendingServes)
 		}
-		underWay = finish(o, d, t, rollingBack)
+		underWay = finish(o, d, t, rollingBack, activeServes, pendingServes)
 	}
 	syncRoute(o, d, t)
 	return underWay
@@ -141,9 +141,9 @@ func decideRollback(o Observed, d *Decision) bool {
 	return true
 }
 
-// step makes at most one move of the upgrade (or rollback): traffic towards the cluster gaining it, once
-// an interval passed since its last move and while it serves, until its weight reaches its capacity; else
-// a capacity step. The cluster losing the traffic gives up capacity only once the two add up to more than
+// step makes at most one move of the upgrade (or rollback), only while the cluster gaining the traffic
+// serves (its applications run at the capacity asked, with a ready serve endpoint): traffic towards it, once
+// an interval passed since its last move, until its weight reaches its capacity; else a capacity step. The cluster losing the traffic gives up capacity only once the two add up to more than
 // 100; the one gaining it grows by maxSurgePercent otherwise.
 func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendingServes bool) {
 	svc, st := o.Service, &d.Status
@@ -159,10 +159,10 @@ func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendin
 		gainCap, loseCap, gainWeight, loseWeight, gainServes = loseCap, gainCap, loseWeight, gainWeight, activeServes
 		gainEndpoints = serveEndpoints(o.Pods, gain.RayClusterName)
 	}
+	if !gainServes || gainEndpoints == 0 {
+		return // traffic and capacity move only while the cluster gaining them serves at the capacity asked
+	}
 	if *gainWeight != *gainCap {
-		if !gainServes || gainEndpoints == 0 {
-			return // traffic goes only where it is served
-		}
 		if last := gain.LastTrafficMigratedTime; last != nil && o.Now.Sub(last.Time) < interval {
 			d.wantRequeue(last.Add(interval).Sub(o.Now))
 			return
@@ -186,19 +186,21 @@ func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendin
 		"Updated target_capacity of serve applications to %d%% on the RayCluster %s/%s", *target.TargetCapacity, svc.Namespace, target.RayClusterName)))
 }
 
-// finish promotes the pending cluster once it has all the traffic at capacity 100 and the active one is at
-// capacity 0, or ends a rollback once the active cluster has all the traffic at capacity 100 and the
-// pending one none (or no ready head). It reports whether the upgrade is still under way.
-func finish(o Observed, d *Decision, t traffic, rollingBack bool) bool {
-	st := &d.Status
-	pendingName := st.PendingServiceStatus.RayClusterName
+// finish promotes the pending cluster once it has all the traffic at capacity 100 and the active one runs
+// at capacity 0, or ends a rollback once the active cluster has all the traffic at capacity 100 and the
+// pending one runs at capacity 0. "Runs at capacity 0" is Serve's answer to a capacity stored by an earlier
+// reconcile, or a head that no longer serves. It reports whether the upgrade is still under way.
+func finish(o Observed, d *Decision, t traffic, rollingBack, activeServes, pendingServes bool) bool {
+	st, stored := &d.Status, &o.Service.Status
+	settled := func(s *rayv1.RayServiceStatus, serves bool) bool {
+		return !podServes(headPod(o.Pods, s.RayClusterName)) || (percentOr(s.TargetCapacity, 100) == 0 && serves)
+	}
 	switch {
-	case !rollingBack && t.activeCapacity == 0 && t.pendingCapacity == 100 && t.pendingWeight == 100:
+	case !rollingBack && t.pendingCapacity == 100 && t.pendingWeight == 100 && t.activeCapacity == 0 && settled(&stored.ActiveServiceStatus, activeServes):
 		st.ActiveServiceStatus = st.PendingServiceStatus
 		st.PendingServiceStatus = rayv1.RayServiceStatus{}
 		return false
-	case rollingBack && t.activeCapacity == 100 && t.activeWeight == 100 &&
-		((t.pendingCapacity == 0 && t.pendingWeight == 0) || !podServes(headPod(o.Pods, pendingName))):
+	case rollingBack && t.activeCapacity == 100 && t.activeWeight == 100 && settled(&stored.PendingServiceStatus, pendingServes):
 		st.PendingServiceStatus = rayv1.RayServiceStatus{}
 		meta.RemoveStatusCondition(&st.Conditions, string(rayv1.RollbackInProgress))
 		return false

@@ -107,7 +107,8 @@ func incrementalWorld(t *testing.T, surge, step, interval int32) (*world, string
 
 // KubeRay v1.7's incremental upgrade, step by step: the new cluster's capacity rises by the surge, traffic
 // follows it a step per interval, the old cluster's capacity falls by the surge, and so on; the two
-// capacities never add up to more than 100 + surge, and at the end the new cluster is the active one.
+// capacities never add up to more than 100 + surge, and once the old cluster's Serve runs at capacity 0 the
+// new cluster is the active one.
 func TestIncrementalUpgradeSteps(t *testing.T) {
 	w, old := incrementalWorld(t, 50, 25, 10)
 	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
@@ -126,7 +127,7 @@ func TestIncrementalUpgradeSteps(t *testing.T) {
 	})
 	want := []split{
 		{100, 0, 100, 0}, {100, 50, 100, 0}, {100, 50, 75, 25}, {100, 50, 50, 50}, {50, 50, 50, 50}, {50, 100, 50, 50},
-		{50, 100, 25, 75}, {50, 100, 0, 100}, {100, 0, 100, 0},
+		{50, 100, 25, 75}, {50, 100, 0, 100}, {0, 100, 0, 100}, {100, 0, 100, 0},
 	}
 	if fmt.Sprint(trace) != fmt.Sprint(want) {
 		t.Errorf("splits (active capacity, pending capacity, active weight, pending weight):\n got %v\nwant %v", trace, want)
@@ -149,7 +150,7 @@ func TestIncrementalUpgradeSteps(t *testing.T) {
 }
 
 // The pending cluster is created with no worker replicas (the autoscaler sizes it as its capacity grows), at
-// target capacity 0, and traffic never moves to it before it serves.
+// target capacity 0, and neither traffic nor capacity moves to it before it serves.
 func TestIncrementalTrafficWaitsForServe(t *testing.T) {
 	w, _ := incrementalWorld(t, 100, 100, 1)
 	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
@@ -174,6 +175,9 @@ func TestIncrementalTrafficWaitsForServe(t *testing.T) {
 		if _, pw, _, _ := routeWeights(w.route, w.svc.Status.ActiveServiceStatus.RayClusterName, pending.RayClusterName); pw != 0 {
 			t.Fatalf("reconcile %d: %d%% of the traffic on a pending cluster whose applications deploy", i, pw)
 		}
+	}
+	if tc := w.svc.Status.PendingServiceStatus.TargetCapacity; tc == nil || *tc != 0 {
+		t.Fatalf("pending target capacity %v while its applications deploy, want 0", tc)
 	}
 	if c := condition(w.svc.Status, rayv1.UpgradeInProgress); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "target capacity 100%") {
 		t.Errorf("UpgradeInProgress %+v, want True saying where the capacities stand", c)
