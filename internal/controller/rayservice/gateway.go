@@ -31,16 +31,20 @@ func HTTPRouteName(svc *rayv1.RayService) string { return svc.Name + "-httproute
 // port 80, owned by the RayService.
 func Gateway(svc *rayv1.RayService) *gwv1.Gateway {
 	return &gwv1.Gateway{
-		TypeMeta: metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: GatewayName(svc), Namespace: svc.Namespace, Labels: originLabels(svc),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(svc)},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway"},
+		ObjectMeta: routingMeta(svc, GatewayName(svc)),
 		Spec: gwv1.GatewaySpec{
 			GatewayClassName: gwv1.ObjectName(upgradeOptions(svc).GatewayClassName),
 			Listeners:        []gwv1.Listener{{Name: GatewayListener, Protocol: gwv1.HTTPProtocolType, Port: GatewayPort}},
 		},
 	}
+}
+
+// routingMeta is the metadata of the RayService's Gateway or HTTPRoute named name: its origin labels (which
+// the cache selects by) and its controller reference.
+func routingMeta(svc *rayv1.RayService, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, Labels: originLabels(svc),
+		OwnerReferences: []metav1.OwnerReference{OwnerReference(svc)}}
 }
 
 // Backend is one cluster behind the HTTPRoute and the share of traffic it gets.
@@ -64,11 +68,8 @@ func HTTPRoute(svc *rayv1.RayService, backends ...Backend) *gwv1.HTTPRoute {
 		}})
 	}
 	return &gwv1.HTTPRoute{
-		TypeMeta: metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: HTTPRouteName(svc), Namespace: svc.Namespace, Labels: originLabels(svc),
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(svc)},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "HTTPRoute"},
+		ObjectMeta: routingMeta(svc, HTTPRouteName(svc)),
 		Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{
 				Name: gwv1.ObjectName(GatewayName(svc)), Namespace: ptr.To(gwv1.Namespace(svc.Namespace)),
