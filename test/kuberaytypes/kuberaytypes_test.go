@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 var rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
@@ -112,13 +113,17 @@ func TestKubeRayTypedUpdateKeepsKrayExtensions(t *testing.T) {
 		return nil
 	})
 
-	// What `kubectl ray scale cluster typed --worker-group workers --replicas 3` does.
-	rc, err := ray.RayV1().RayClusters(ns).Get(ctx, "typed", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Spec.WorkerGroupSpecs[0].Replicas = ptrTo[int32](3)
-	if _, err := ray.RayV1().RayClusters(ns).Update(ctx, rc, metav1.UpdateOptions{}); err != nil {
+	// What `kubectl ray scale cluster typed --worker-group workers --replicas 3` does: a read and an update,
+	// read again when the operator's status write came in between.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rc, err := ray.RayV1().RayClusters(ns).Get(ctx, "typed", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rc.Spec.WorkerGroupSpecs[0].Replicas = ptrTo[int32](3)
+		_, err = ray.RayV1().RayClusters(ns).Update(ctx, rc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	after, err := dyn.Resource(rayClusters).Namespace(ns).Get(ctx, "typed", metav1.GetOptions{})
