@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
@@ -24,7 +25,7 @@ func TestResourceQuotaRefusalIsReported(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "tight", Namespace: ns},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("1500m")}},
 	}
-	g.Expect(k8s.Create(context.Background(), quota)).To(Succeed())
+	createQuota(t, quota)
 	// The head (1 CPU) fits the quota and a worker (2 CPUs) never does, whichever pod Kruise creates first.
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
 	two := resource.MustParse("2")
@@ -56,7 +57,7 @@ func TestResourceQuotaBlocksHead(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("100m")}},
 	}
-	g.Expect(k8s.Create(context.Background(), quota)).To(Succeed())
+	createQuota(t, quota)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
 	sample.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
 	sample.Spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
@@ -67,5 +68,19 @@ func TestResourceQuotaBlocksHead(t *testing.T) {
 		g.Expect(c.Reason).To(Equal(constants.ReasonFailedCreateHeadPod))
 		g.Expect(c.Message).To(ContainSubstring("exceeded quota"))
 		g.Expect(condition(get(g, rc), string(rayv1.HeadPodReady)).Reason).To(Equal(constants.ReasonHeadPodNotFound))
+	}, readyTimeout, poll).Should(Succeed())
+}
+
+// createQuota creates quota and waits until kube-controller-manager has computed its status: the API server
+// enforces a quota only from then on (on a just-started cluster that takes a moment, and a pod created
+// before it is admitted).
+func createQuota(t *testing.T, quota *corev1.ResourceQuota) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(k8s.Create(context.Background(), quota)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := &corev1.ResourceQuota{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(quota), cur)).To(Succeed())
+		g.Expect(cur.Status.Hard).NotTo(BeEmpty())
 	}, readyTimeout, poll).Should(Succeed())
 }
