@@ -101,11 +101,11 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil, nil
 		}
-		kind := routingKind(a.Object)
+		ev := routingEventsOf(a.Object)
 		if err != nil {
-			return warning("FailedToDelete"+kind, "Failed to delete the %s %s %s: %v", kind, ref, a.Why, err), err
+			return warning(ev.failedToDelete, "Failed to delete the %s %s %s: %v", ev.kind, ref, a.Why, err), err
 		}
-		return normal("Deleted"+kind, "Deleted the %s %s %s", kind, ref, a.Why), nil
+		return normal(ev.deleted, "Deleted the %s %s %s", ev.kind, ref, a.Why), nil
 	case LabelHead:
 		if err := shared.PatchMeta(ctx, r.Writer, a.Pod, shared.Meta{Labels: map[string]*string{constants.LabelServe: &a.Value}}); err != nil {
 			return warning(EventFailedToUpdateHeadPodServeLabel, "Failed to set %s=%s on head pod %s/%s: %v", constants.LabelServe, a.Value, a.Pod.Namespace, a.Pod.Name, err), err
@@ -153,21 +153,21 @@ func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *
 // that name found existing, when the RayService controls it) to desired's spec, labels added. One the
 // RayService does not control is never changed.
 func (r *Reconciler) syncRouting(ctx context.Context, svc *rayv1.RayService, desired, live client.Object) (*shared.Event, error) {
-	kind := routingKind(desired)
+	ev := routingEventsOf(desired)
 	ref := fmt.Sprintf("%s/%s", desired.GetNamespace(), desired.GetName())
 	if live == nil {
 		err := r.Writer.Create(ctx, desired)
 		switch {
 		case err == nil:
-			return normal("Created"+kind, "Created %s for RayService %s/%s", kind, svc.Namespace, svc.Name), nil
+			return normal(ev.created, "Created %s for RayService %s/%s", ev.kind, svc.Namespace, svc.Name), nil
 		case !apierrors.IsAlreadyExists(err):
-			return warning("FailedToCreate"+kind, "Failed to create %s for RayService %s/%s: %v", kind, svc.Namespace, svc.Name, err), err
+			return warning(ev.failedToCreate, "Failed to create %s for RayService %s/%s: %v", ev.kind, svc.Namespace, svc.Name, err), err
 		}
 		// The cache does not hold it: it lags a create, or the object lacks the labels the cache selects by
 		// (one KubeRay made). Read it from the API server and update it, which also labels it.
 		found := desired.DeepCopyObject().(client.Object)
 		if err := r.checkOwned(ctx, svc, found, desired.GetName()); err != nil {
-			return warning("FailedToCreate"+kind, "Failed to create %s for RayService %s/%s: %v", kind, svc.Namespace, svc.Name, err), err
+			return warning(ev.failedToCreate, "Failed to create %s for RayService %s/%s: %v", ev.kind, svc.Namespace, svc.Name, err), err
 		}
 		live = found
 	}
@@ -187,17 +187,24 @@ func (r *Reconciler) syncRouting(ctx context.Context, svc *rayv1.RayService, des
 		u.Spec = desired.(*gwv1.HTTPRoute).Spec
 	}
 	if err := r.Writer.Update(ctx, updated); err != nil {
-		return warning("FailedToUpdate"+kind, "Failed to update the %s %s: %v", kind, ref, err), err
+		return warning(ev.failedToUpdate, "Failed to update the %s %s: %v", ev.kind, ref, err), err
 	}
-	return normal("Updated"+kind, "Updated the %s %s", kind, ref), nil
+	return normal(ev.updated, "Updated the %s %s", ev.kind, ref), nil
 }
 
-// routingKind is "Gateway" or "HTTPRoute", the kind of obj, as the events name it.
-func routingKind(obj client.Object) string {
+// routingEvents are the kind and event reasons of the RayService's Gateway or HTTPRoute.
+type routingEvents struct {
+	kind, created, updated, deleted, failedToCreate, failedToUpdate, failedToDelete string
+}
+
+// routingEventsOf is obj's (a Gateway or an HTTPRoute) routingEvents.
+func routingEventsOf(obj client.Object) routingEvents {
 	if _, ok := obj.(*gwv1.Gateway); ok {
-		return "Gateway"
+		return routingEvents{"Gateway", EventCreatedGateway, EventUpdatedGateway, EventDeletedGateway,
+			EventFailedToCreateGateway, EventFailedToUpdateGateway, EventFailedToDeleteGateway}
 	}
-	return "HTTPRoute"
+	return routingEvents{"HTTPRoute", EventCreatedHTTPRoute, EventUpdatedHTTPRoute, EventDeletedHTTPRoute,
+		EventFailedToCreateHTTPRoute, EventFailedToUpdateHTTPRoute, EventFailedToDeleteHTTPRoute}
 }
 
 // syncService creates desired, or points the RayService's live Service (from the cache, else from the API

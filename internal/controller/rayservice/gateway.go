@@ -2,11 +2,13 @@ package rayservice
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
 )
@@ -87,11 +89,7 @@ func HTTPRoute(svc *rayv1.RayService, backends ...Backend) *gwv1.HTTPRoute {
 // servePort is the head container's port named "serve", else Serve's default.
 func servePort(rc *rayv1.RayCluster) int32 {
 	if c := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(c) > constants.RayContainerIndex {
-		for _, p := range c[constants.RayContainerIndex].Ports {
-			if p.Name == constants.ServePortName {
-				return p.ContainerPort
-			}
-		}
+		return builder.ServePort(&c[constants.RayContainerIndex])
 	}
 	return constants.DefaultServePort
 }
@@ -138,8 +136,8 @@ func upgradeOptions(svc *rayv1.RayService) rayv1.ClusterUpgradeOptions {
 
 // gatewayReady reports whether the Gateway's controller accepted and programmed it.
 func gatewayReady(g *gwv1.Gateway) bool {
-	return g != nil && conditionTrue(g.Status.Conditions, string(gwv1.GatewayConditionAccepted)) &&
-		conditionTrue(g.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+	return g != nil && meta.IsStatusConditionTrue(g.Status.Conditions, string(gwv1.GatewayConditionAccepted)) &&
+		meta.IsStatusConditionTrue(g.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
 }
 
 // routeReady reports whether the route's parent status for the RayService's Gateway says it is accepted
@@ -152,16 +150,7 @@ func routeReady(svc *rayv1.RayService, r *gwv1.HTTPRoute) bool {
 		if string(p.ParentRef.Name) != GatewayName(svc) || (p.ParentRef.Namespace != nil && string(*p.ParentRef.Namespace) != svc.Namespace) {
 			continue
 		}
-		return conditionTrue(p.Conditions, string(gwv1.RouteConditionAccepted)) && conditionTrue(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
-	}
-	return false
-}
-
-func conditionTrue(conds []metav1.Condition, t string) bool {
-	for _, c := range conds {
-		if c.Type == t {
-			return c.Status == metav1.ConditionTrue
-		}
+		return meta.IsStatusConditionTrue(p.Conditions, string(gwv1.RouteConditionAccepted)) && meta.IsStatusConditionTrue(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
 	}
 	return false
 }

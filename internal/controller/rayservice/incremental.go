@@ -151,15 +151,12 @@ func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendin
 	surge, stepSize := percentOr(opts.MaxSurgePercent, 100), percentOr(opts.StepSizePercent, 0)
 	interval := time.Duration(percentOr(opts.IntervalSeconds, 0)) * time.Second
 	gain, lose := &st.PendingServiceStatus, &st.ActiveServiceStatus
-	gainCap, loseCap, gainWeight, gainServes := &t.pendingCapacity, &t.activeCapacity, &t.pendingWeight, pendingServes
-	loseWeight := &t.activeWeight
-	gainEndpoints := serveEndpoints(o.Pods, gain.RayClusterName)
+	gainCap, loseCap, gainWeight, loseWeight, gainServes := &t.pendingCapacity, &t.activeCapacity, &t.pendingWeight, &t.activeWeight, pendingServes
 	if rollingBack {
 		gain, lose = lose, gain
 		gainCap, loseCap, gainWeight, loseWeight, gainServes = loseCap, gainCap, loseWeight, gainWeight, activeServes
-		gainEndpoints = serveEndpoints(o.Pods, gain.RayClusterName)
 	}
-	if !gainServes || gainEndpoints == 0 {
+	if !gainServes || serveEndpoints(o.Pods, gain.RayClusterName) == 0 {
 		return // traffic and capacity move only while the cluster gaining them serves at the capacity asked
 	}
 	if *gainWeight != *gainCap {
