@@ -13,6 +13,7 @@ import (
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -201,8 +202,20 @@ func run(o options) error {
 	}
 	cacheOptions := raycluster.CacheOptions(namespaces)
 	raycluster.CachePodGroups(&cacheOptions, o.batchScheduler)
+	routing := false
 	if o.gates.Enabled(features.RayServiceIncrementalUpgrade) {
-		rayservice.CacheRouting(&cacheOptions)
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("discovery client: %w", err)
+		}
+		if routing, err = rayservice.RoutingServed(dc); err != nil {
+			return err
+		}
+		if routing {
+			rayservice.CacheRouting(&cacheOptions)
+		} else {
+			ctrl.Log.Info("the API server does not serve the Gateway API: incremental RayService upgrades wait until its CRDs are installed and the operator restarts")
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -275,6 +288,7 @@ func run(o options) error {
 		ServeProbeAddress: o.serveProbe,
 		Options:           r.Options,
 		ZeroDowntime:      o.zeroDowntime,
+		NoGatewayAPI:      o.gates.Enabled(features.RayServiceIncrementalUpgrade) && !routing,
 		Validation:        validation.RayServiceOptions{IncrementalUpgrade: o.gates.Enabled(features.RayServiceIncrementalUpgrade), Cluster: r.Validation},
 	}
 	if err := services.SetupWithManager(mgr, o.serviceWorker); err != nil {

@@ -59,6 +59,9 @@ type Reconciler struct {
 	Options           builder.Options
 	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME (see Observed).
 	ZeroDowntime bool
+	// NoGatewayAPI says the API server did not serve the Gateway API when the operator started: Gateways and
+	// HTTPRoutes are then never read (their cache is not scoped), and incremental upgrades report why they wait.
+	NoGatewayAPI bool
 	// Validation are the operator settings a RayService spec is checked with (the feature gates).
 	Validation validation.RayServiceOptions
 	// Clock is the reconciler's time; nil is the wall clock.
@@ -235,10 +238,18 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 	return o, nil
 }
 
+// errNoGatewayAPIAtStart is why an incremental upgrade waits on an operator started without the Gateway API.
+var errNoGatewayAPIAtStart = errors.New("the API server did not serve the Gateway API when the operator started " +
+	"(install its CRDs, gateway.networking.k8s.io/v1, then restart the operator)")
+
 // observeRouting reads, for an incremental RayService, its Gateway and HTTPRoute (only its own) and the serve
 // Services of its active and pending clusters (only those the clusters own). A Gateway API the API server
 // does not serve is recorded in o.GatewayErr, not returned: the RayService says so and waits.
 func (r *Reconciler) observeRouting(ctx context.Context, svc *rayv1.RayService, o *Observed) error {
+	if r.NoGatewayAPI {
+		o.GatewayErr = errNoGatewayAPIAtStart
+		return nil
+	}
 	gw, route := &gwv1.Gateway{}, &gwv1.HTTPRoute{}
 	for _, obj := range []client.Object{gw, route} {
 		name := GatewayName(svc)

@@ -1,8 +1,12 @@
 package rayservice
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,12 +45,30 @@ import (
 // KubeRay v1.7 does; each cluster's serve Service is created once, owned by the cluster.
 
 // CacheRouting scopes the cache of Gateways and HTTPRoutes to those made for a RayService. Their informers
-// start on a RayService's first incremental upgrade, so an operator on an API server without the Gateway
-// API runs as before.
+// start on a RayService's first incremental upgrade. The manager refuses to start with this scope when the
+// API server does not serve the Gateway API: call it only when RoutingServed says it does.
 func CacheRouting(opts *cache.Options) {
 	sel := labels.SelectorFromSet(labels.Set{constants.LabelOriginatedFromCRD: constants.OriginatedFromRayService})
 	opts.ByObject[&gwv1.Gateway{}] = cache.ByObject{Label: sel}
 	opts.ByObject[&gwv1.HTTPRoute{}] = cache.ByObject{Label: sel}
+}
+
+// RoutingServed reports whether the API server serves the Gateway API's Gateway and HTTPRoute
+// (gateway.networking.k8s.io/v1), which incremental upgrades write.
+func RoutingServed(d discovery.DiscoveryInterface) (bool, error) {
+	resources, err := d.ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("discover %s: %w", gwv1.GroupVersion, err)
+	}
+	var gateways, routes bool
+	for _, r := range resources.APIResources {
+		gateways = gateways || r.Name == "gateways"
+		routes = routes || r.Name == "httproutes"
+	}
+	return gateways && routes, nil
 }
 
 // SetupWithManager registers the RayService controller: RayService changes (not its own status writes, which
