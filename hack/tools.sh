@@ -16,7 +16,10 @@
 #   yunikorn            yunikorn-scheduler (github.com/apache/yunikorn-k8shim/pkg/cmd/shim, against KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its placeholders)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
-#   kind                kind            (sigs.k8s.io/kind; only for hack/kind-e2e.sh, not part of "all")
+#   kind                kind            (sigs.k8s.io/kind; only for the kind cluster, not part of "all")
+#   kind-node           what the kind cluster's images carry, not part of "all": kubelet kubeadm kube-proxy kubectl
+#                       (k8s.io/kubernetes), etcd, coredns (github.com/coredns/coredns) and kind
+#   kubelet | kubeadm | kube-proxy | kubectl | coredns
 #   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
 #                       directory holding kube-apiserver, etcd and kubectl, for KUBEBUILDER_ASSETS:
 #                         export KUBEBUILDER_ASSETS="$(hack/tools.sh envtest-assets)"
@@ -252,6 +255,11 @@ build_yunikorn() {
     github.com/apache/yunikorn-k8shim/pkg/cmd/shim yunikorn-scheduler "$(kube_ldflags)" yunikorn_replaces
 }
 
+build_coredns() {
+  build_in_wrapper coredns "${COREDNS_VERSION}" github.com/coredns/coredns github.com/coredns/coredns coredns \
+    "-s -w"
+}
+
 build_controller_gen() {
   build_in_wrapper controller-gen "${CONTROLLER_TOOLS_VERSION}" sigs.k8s.io/controller-tools \
     sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen "-s -w"
@@ -297,6 +305,17 @@ run_target() {
       build_kube_binary kube-scheduler
       ;;
     kube-apiserver | kube-controller-manager | kube-scheduler) build_kube_binary "$1" ;;
+    kind-node)
+      build_kube_binary kubelet
+      build_kube_binary kubeadm
+      build_kube_binary kube-proxy
+      build_kube_binary kubectl
+      build_etcd
+      build_coredns
+      build_kind
+      ;;
+    kubelet | kubeadm | kube-proxy | kubectl) build_kube_binary "$1" ;;
+    coredns) build_coredns ;;
     etcd) build_etcd ;;
     kwok) build_kwok ;;
     kruise | kruise-manager) build_kruise ;;
