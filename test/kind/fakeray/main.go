@@ -1,0 +1,103 @@
+// Command fakeray is the `ray` of the kind e2e suite's Ray image: the commands kray's pods run, answered as Ray
+// answers them, without Ray.
+//
+//	ray start --head [--port=6379] [--dashboard-port=8265] [--dashboard-agent-listen-port=52365] [--block]
+//	ray start --address=HOST:PORT [--dashboard-agent-listen-port=52365] [--block]
+//	ray health-check --address HOST:PORT
+//	ray job submit --address URL [--submission-id ID] [--no-wait] [options] -- ENTRYPOINT...
+//	ray job status --address URL ID
+//	ray job logs --address URL [--follow] ID
+//	ray stop
+//
+// `ray start --head` serves the GCS port (gRPC: the health check and the autoscaler state service kray calls
+// to drain), the dashboard (GET /api/gcs_healthz, the Job API under /api/jobs/) and the dashboard agent's
+// /api/local_raylet_healthz and /api/healthz. A worker's `ray start` first waits for its head's GCS, as a
+// raylet registers before it serves, then serves the agent's endpoints. Both block until SIGTERM, with
+// --block or without (a container whose command returns would restart), and end as a process the signal
+// killed. A job's entrypoint really runs,
+// with /bin/sh -c in the head container, and its status and logs are what it did.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: ray start|health-check|job|stop ...")
+		return 2
+	}
+	switch args[0] {
+	case "start":
+		return start(parseFlags(args[1:]))
+	case "health-check":
+		return healthCheck(parseFlags(args[1:]))
+	case "job":
+		if len(args) < 2 {
+			fmt.Fprintln(os.Stderr, "usage: ray job submit|status|logs ...")
+			return 2
+		}
+		return jobCommand(args[1], args[2:])
+	case "stop":
+		return 0
+	case "--version", "version":
+		fmt.Println("ray, version fake (kray kind e2e)")
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "ray: unknown command %q\n", args[0])
+	return 2
+}
+
+// flags are the parsed options of a command: --key=value, --key value for keys that take one, and bare
+// --switches (value "true"); positional arguments and everything after "--" are kept in order.
+type flags struct {
+	values     map[string]string
+	positional []string
+	rest       []string
+}
+
+// switches are the options that take no value.
+var switches = map[string]bool{
+	"head": true, "block": true, "no-wait": true, "follow": true, "f": true, "verbose": true, "disable-usage-stats": true,
+	"include-dashboard": false,
+}
+
+func parseFlags(args []string) flags {
+	f := flags{values: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			f.rest = append(f.rest, args[i+1:]...)
+			return f
+		case strings.HasPrefix(a, "-"):
+			key := strings.TrimLeft(a, "-")
+			if k, v, ok := strings.Cut(key, "="); ok {
+				f.values[k] = v
+				continue
+			}
+			if switches[key] || i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
+				f.values[key] = "true"
+				continue
+			}
+			f.values[key] = args[i+1]
+			i++
+		default:
+			f.positional = append(f.positional, a)
+		}
+	}
+	return f
+}
+
+func (f flags) get(key, def string) string {
+	if v, ok := f.values[key]; ok && v != "" {
+		return v
+	}
+	return def
+}
