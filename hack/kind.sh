@@ -1,0 +1,457 @@
+#!/usr/bin/env bash
+# hack/kind.sh runs a kind cluster with real kubelets, built here with no container registry: every image is
+# made from Debian packages and binaries built from pinned Go modules.
+#
+# Usage: hack/kind.sh up | down | images | docker | env
+#   up      the Docker engine (started when none answers), every image, a kind cluster, Kruise from the manifests
+#           in its Go module and kray from charts/kray; the kubeconfig is left at .local/kind/kubeconfig
+#   down    deletes the cluster and its network, and stops the Docker engine if this script started it; the
+#           images stay, as the cache of the next `up` (.kind/docker)
+#   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
+#   docker  makes sure a Docker engine answers, and prints the DOCKER_HOST to use with it
+#   env     prints the export lines for DOCKER_HOST and KUBECONFIG
+#
+# The Docker engine: an engine that already answers (DOCKER_HOST or the default socket) is used as it is.
+# Otherwise Debian's docker.io is installed when dockerd is missing, and a dockerd of this repository's own is
+# started with its data under .kind/docker and capdrop (hack/kind/capdrop) as its default runtime, so that
+# privileged containers start on hosts that withhold a capability. It runs without the default bridge: kind
+# makes its own network, and image builds use the host's.
+#
+# Images (tags are content hashes, so an edit rebuilds only what it changes):
+#   kray.local/debian:<suite>              debootstrap --variant=minbase of KIND_DEBIAN_SUITE
+#   kray.local/kind-node:<k8s>-<hash>      kind's node: systemd, containerd, kubelet, kubeadm, and inside its
+#                                          containerd the control plane's images (kube-*, etcd, coredns, pause)
+#   registry.k8s.io/...                    the control plane's images as kubeadm names them (kube-base:<hash> under)
+#   kray.local/kruise-manager:<v>-<hash>   kruise-manager built from the Kruise module (hack/tools.sh kruise)
+#   kray.local/kray-operator:<hash>        ./cmd/kray-operator built static, on ./Dockerfile's runtime layout
+#                                          (gcr.io/distroless/static:nonroot, made here from Debian)
+#   rayproject/ray:<version>               the fake Ray of test/kind/fakeray (kray.local/fake-ray:<hash>) under
+#                                          every tag the tests and KubeRay's samples use
+# Earlier builds of the kray.local images are removed after each build.
+#
+# Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind), versions from
+# hack/versions.env.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/versions.sh
+source "${ROOT}/hack/versions.sh"
+
+CLUSTER="${KRAY_KIND_CLUSTER:-kray}"
+KIND_DIR="${KRAY_KIND_DIR:-${ROOT}/.kind}"
+DOCKER_DIR="${KIND_DIR}/docker"
+BUILD_DIR="${KIND_DIR}/build"
+KUBECONFIG_FILE="${ROOT}/.local/kind/kubeconfig"
+OWN_SOCKET="${DOCKER_DIR}/docker.sock"
+BIN_DIR="${ROOT}/bin"
+# The Ray versions the fake Ray image is tagged with: those of the e2e tests and of KubeRay's samples.
+RAY_VERSIONS="${KRAY_KIND_RAY_VERSIONS:-2.9.0 2.41.0 2.46.0 2.52.0}"
+
+log() { printf '[kind] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+now() { date +%s; }
+
+# timed NAME CMD... runs CMD and logs how long it took.
+timed() {
+  local name="$1" start
+  shift
+  start="$(now)"
+  "$@"
+  log "${name}: $(($(now) - start)) s"
+}
+
+# ---- Docker ----------------------------------------------------------------------------------------------
+
+docker_answers() { docker info >/dev/null 2>&1; }
+
+ensure_docker() {
+  if [[ -S "${OWN_SOCKET}" ]] && DOCKER_HOST="unix://${OWN_SOCKET}" docker_answers; then
+    export DOCKER_HOST="unix://${OWN_SOCKET}"
+    return 0
+  fi
+  if [[ -z "${KRAY_KIND_OWN_DOCKER:-}" ]] && docker_answers; then
+    return 0
+  fi
+  if ! command -v dockerd >/dev/null; then
+    command -v apt-get >/dev/null || die "no Docker engine answers and dockerd is not installed"
+    log "installing Debian's docker.io"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io >&2 ||
+      { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io >&2; } ||
+      die "apt-get install docker.io failed"
+  fi
+  command -v docker >/dev/null || die "dockerd is installed but the docker client is not"
+  mkdir -p "${DOCKER_DIR}" "${BIN_DIR}"
+  log "building capdrop"
+  (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${BIN_DIR}/capdrop" ./hack/kind/capdrop)
+  log "starting dockerd (data in ${DOCKER_DIR#"${ROOT}"/})"
+  # setsid: the engine outlives this script, until `down`.
+  setsid dockerd --data-root "${DOCKER_DIR}/data" --exec-root "${DOCKER_DIR}/exec" \
+    --pidfile "${DOCKER_DIR}/dockerd.pid" --host "unix://${OWN_SOCKET}" --bridge none \
+    --add-runtime "capdrop=${BIN_DIR}/capdrop" --default-runtime capdrop \
+    >"${DOCKER_DIR}/dockerd.log" 2>&1 </dev/null &
+  export DOCKER_HOST="unix://${OWN_SOCKET}"
+  local i
+  for ((i = 0; i < 60; i++)); do
+    docker_answers && return 0
+    sleep 1
+  done
+  tail -n 20 "${DOCKER_DIR}/dockerd.log" >&2 || true
+  die "dockerd did not answer within 60 s (log: ${DOCKER_DIR}/dockerd.log)"
+}
+
+stop_own_docker() {
+  local pid
+  [[ -f "${DOCKER_DIR}/dockerd.pid" ]] || return 0
+  pid="$(cat "${DOCKER_DIR}/dockerd.pid")"
+  if kill -0 "${pid}" 2>/dev/null; then
+    log "stopping dockerd (${pid})"
+    kill "${pid}"
+    local i
+    for ((i = 0; i < 30; i++)); do
+      kill -0 "${pid}" 2>/dev/null || break
+      sleep 1
+    done
+    kill -0 "${pid}" 2>/dev/null && kill -9 "${pid}"
+  fi
+  rm -f "${DOCKER_DIR}/dockerd.pid"
+}
+
+image_present() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# inputs_hash FILE... prints a short hash of the files' contents and of the versions they are built with.
+inputs_hash() {
+  { cat "$@"; cat "${ROOT}/hack/versions.env"; } | sha256sum | cut -c1-12
+}
+
+# build_image TAG CONTEXT [docker build args...] builds CONTEXT/Dockerfile unless TAG is present.
+build_image() {
+  local tag="$1" context="$2"
+  shift 2
+  if image_present "${tag}"; then
+    log "${tag}: present"
+    return 0
+  fi
+  log "${tag}: building"
+  docker_build -t "${tag}" "$@" "${context}"
+}
+
+# docker_build runs `docker build` with the classic builder on the host's network (the engine may have no
+# bridge), quietly: its output is shown only when it fails.
+docker_build() {
+  local out
+  if ! out="$(DOCKER_BUILDKIT=0 docker build --network host "$@" 2>&1)"; then
+    printf '%s\n' "${out}" >&2
+    die "docker build $* failed"
+  fi
+}
+
+# ---- Images ----------------------------------------------------------------------------------------------
+
+BASE_IMAGE="kray.local/debian:${KIND_DEBIAN_SUITE}"
+
+base_image() {
+  image_present "${BASE_IMAGE}" && { log "${BASE_IMAGE}: present"; return 0; }
+  command -v debootstrap >/dev/null || {
+    log "installing Debian's debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends debootstrap >&2
+  }
+  local rootfs="${BUILD_DIR}/rootfs"
+  rm -rf "${rootfs}"
+  mkdir -p "${rootfs}"
+  log "${BASE_IMAGE}: debootstrap ${KIND_DEBIAN_SUITE}"
+  debootstrap --variant=minbase "${KIND_DEBIAN_SUITE}" "${rootfs}" "${KRAY_KIND_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+    >"${BUILD_DIR}/debootstrap.log" 2>&1 || { tail -n 20 "${BUILD_DIR}/debootstrap.log" >&2; die "debootstrap failed"; }
+  rm -rf "${rootfs}"/var/cache/apt/archives/*.deb "${rootfs}"/var/lib/apt/lists/*
+  tar -C "${rootfs}" -c . | docker import --change 'CMD ["/bin/bash"]' - "${BASE_IMAGE}" >/dev/null
+  rm -rf "${rootfs}"
+}
+
+module_dir() {
+  (cd / && GOFLAGS=-mod=mod go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+# component_images builds the images kubeadm's control plane runs, each from the binaries hack/tools.sh builds,
+# on the Debian base (the binaries link glibc; kube-proxy needs iptables), named as kubeadm names them, and
+# lists them in COMPONENT_IMAGES.
+COMPONENT_IMAGES=()
+
+component_images() {
+  local ctx="${BUILD_DIR}/components" kube="${KUBERNETES_VERSION}" b
+  rm -rf "${ctx}"
+  mkdir -p "${ctx}/bin"
+  for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns; do
+    cp -L "${BIN_DIR}/${b}" "${ctx}/bin/${b}"
+  done
+  # pause, from the C source in the Kubernetes module, as Kubernetes builds it.
+  local kmod
+  kmod="$(module_dir "k8s.io/kubernetes@${kube}")"
+  gcc -Os -Wall -Werror -static -DVERSION="kray-${PAUSE_VERSION}" -o "${ctx}/bin/pause" \
+    "${kmod}/build/pause/linux/pause.c"
+  cp "${ROOT}/hack/kind/components/Dockerfile" "${ctx}/Dockerfile"
+  local hash
+  hash="$(cat "${ctx}/bin/"* "${ctx}/Dockerfile" | sha256sum | cut -c1-12)"
+  local base="kray.local/kube-base:${hash}"
+  build_image "${base}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}" --target base
+  CURRENT+=("${base}")
+  local name tag entry
+  COMPONENT_IMAGES=()
+  while read -r name tag entry; do
+    COMPONENT_IMAGES+=("${name}:${tag}")
+    image_present "${name}:${tag}" && [[ "$(docker image inspect -f '{{index .Config.Labels "kray.local/hash"}}' "${name}:${tag}")" == "${hash}" ]] && continue
+    printf 'FROM %s\nLABEL kray.local/hash=%s\nENTRYPOINT ["%s"]\n' "${base}" "${hash}" "${entry}" |
+      docker_build -t "${name}:${tag}" -
+    log "${name}:${tag}: built"
+  done <<EOF
+registry.k8s.io/kube-apiserver ${kube} /usr/local/bin/kube-apiserver
+registry.k8s.io/kube-controller-manager ${kube} /usr/local/bin/kube-controller-manager
+registry.k8s.io/kube-scheduler ${kube} /usr/local/bin/kube-scheduler
+registry.k8s.io/kube-proxy ${kube} /usr/local/bin/kube-proxy
+registry.k8s.io/etcd ${ETCD_VERSION} /usr/local/bin/etcd
+registry.k8s.io/coredns/coredns ${COREDNS_VERSION} /coredns
+registry.k8s.io/pause ${PAUSE_VERSION} /pause
+EOF
+}
+
+NODE_IMAGE=""
+
+node_image() {
+  "${ROOT}/hack/tools.sh" kind-node
+  local kindmod ctx="${BUILD_DIR}/node" hash
+  kindmod="$(module_dir "sigs.k8s.io/kind@${KIND_VERSION}")"
+  component_images
+  local images=("${COMPONENT_IMAGES[@]}")
+  hash="$( { for i in "${images[@]}"; do docker image inspect -f '{{.Id}}' "${i}"; done
+    find "${ROOT}/hack/kind/node" -type f -print0 | sort -z | xargs -0 cat
+    cat "${BIN_DIR}/kubelet" "${BIN_DIR}/kubeadm" "${BIN_DIR}/kubectl" "${BASH_SOURCE[0]}"; echo "${KIND_VERSION}"; } |
+    sha256sum | cut -c1-12)"
+  NODE_IMAGE="kray.local/kind-node:${KUBERNETES_VERSION}-${hash}"
+  CURRENT+=("${NODE_IMAGE}")
+  if image_present "${NODE_IMAGE}"; then
+    log "${NODE_IMAGE}: present"
+    return 0
+  fi
+  rm -rf "${ctx}"
+  mkdir -p "${ctx}/files/usr/bin"
+  # kind's base files, then kray's on top; containerd comes from Debian, at /usr/bin.
+  cp -r "${kindmod}/images/base/files/." "${ctx}/files/"
+  chmod -R u+w "${ctx}/files"
+  rm -f "${ctx}/files/etc/systemd/system/containerd-fuse-overlayfs.service"
+  sed -i 's|^ExecStart=/usr/local/bin/containerd|ExecStart=/usr/bin/containerd|' \
+    "${ctx}/files/etc/systemd/system/containerd.service"
+  # No fuse-overlayfs snapshotter (rootless only), the sandbox image kubeadm pins, and containers' OOM score
+  # adjustments kept at or above containerd's own: lowering it takes CAP_SYS_RESOURCE, which the host may
+  # withhold (then every container fails with "can't get final child's PID from pipe").
+  awk '/^\[proxy_plugins/ { skip = 1; next } /^\[plugins/ { skip = 0 } !skip' \
+    "${kindmod}/images/base/files/etc/containerd/config.toml" |
+    sed -e "s|sandbox_image = .*|sandbox_image = \"registry.k8s.io/pause:${PAUSE_VERSION}\"|" \
+      -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" \
+      >"${ctx}/files/etc/containerd/config.toml"
+  cp -r "${ROOT}/hack/kind/node/files/." "${ctx}/files/"
+  cp "${ROOT}/hack/kind/node/Dockerfile" "${ctx}/Dockerfile"
+  cp -L "${BIN_DIR}/kubelet" "${BIN_DIR}/kubeadm" "${BIN_DIR}/kubectl" "${ctx}/files/usr/bin/"
+  mkdir -p "${ctx}/files/kind"
+  printf '%s\n' "${KUBERNETES_VERSION}" >"${ctx}/files/kind/version"
+  local stage="kray.local/kind-node-stage:${hash}"
+  build_image "${stage}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
+  # Import the control plane's images into the node's containerd, then commit: kind's own node-image recipe.
+  log "${NODE_IMAGE}: importing ${#images[@]} images into containerd"
+  docker save "${images[@]}" -o "${BUILD_DIR}/components.tar"
+  local ctr="kray-node-build-${hash}"
+  docker rm -f "${ctr}" >/dev/null 2>&1 || true
+  trap 'docker rm -f "kray-node-build-'"${hash}"'" >/dev/null 2>&1 || true' EXIT
+  docker run -d --name "${ctr}" --privileged --entrypoint sleep "${stage}" infinity >/dev/null
+  docker cp "${BUILD_DIR}/components.tar" "${ctr}:/components.tar"
+  docker exec "${ctr}" bash -c '
+    set -e
+    nohup containerd >/tmp/containerd.log 2>&1 &
+    for i in $(seq 60); do ctr version >/dev/null 2>&1 && break; sleep 1; done
+    ctr -n k8s.io images import --all-platforms --no-unpack --digests /components.tar >/dev/null
+    rm /components.tar
+    pkill containerd
+    for i in $(seq 30); do pgrep containerd >/dev/null || break; sleep 1; done' >&2
+  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "${ctr}" "${NODE_IMAGE}" >/dev/null
+  docker rm -f "${ctr}" >/dev/null
+  trap - EXIT
+  docker rmi "${stage}" >/dev/null
+  rm -f "${BUILD_DIR}/components.tar"
+}
+
+KRUISE_IMAGE="kray.local/kruise-manager:${KRUISE_VERSION}"
+OPERATOR_IMAGE=""
+RAY_IMAGES=()
+
+# app_images builds the images the cluster runs on top of its node: kruise-manager, the operator and the
+# fake Ray.
+app_images() {
+  local ctx
+  "${ROOT}/hack/tools.sh" kruise
+  ctx="${BUILD_DIR}/kruise"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  cp -L "${BIN_DIR}/kruise-manager" "${ctx}/manager"
+  # /log: the manager's protection log (--protection-log-path); it runs as nobody.
+  printf 'FROM %s\nCOPY manager /manager\nRUN mkdir -m 1777 /log\nENTRYPOINT ["/manager"]\n' "${BASE_IMAGE}" \
+    >"${ctx}/Dockerfile"
+  KRUISE_IMAGE="kray.local/kruise-manager:${KRUISE_VERSION}-$(cat "${ctx}/manager" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)"
+  build_image "${KRUISE_IMAGE}" "${ctx}"
+
+  # The operator: a static build of ./cmd/kray-operator on the runtime layout of ./Dockerfile.
+  ctx="${BUILD_DIR}/operator"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  (cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=kind" \
+    -o "${ctx}/kray-operator" ./cmd/kray-operator)
+  cp "${ROOT}/hack/kind/operator/Dockerfile" "${ctx}/Dockerfile"
+  distroless_image
+  OPERATOR_IMAGE="kray.local/kray-operator:$(cat "${ctx}/kray-operator" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)"
+  build_image "${OPERATOR_IMAGE}" "${ctx}"
+
+  # The fake Ray, under every rayproject/ray tag the tests and KubeRay's samples use.
+  ctx="${BUILD_DIR}/ray"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  (cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${ctx}/ray" ./test/kind/fakeray)
+  cp "${ROOT}/test/kind/fakeray/Dockerfile" "${ctx}/Dockerfile"
+  local ray="kray.local/fake-ray:$(cat "${ctx}/ray" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)" v
+  build_image "${ray}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
+  CURRENT+=("${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${ray}")
+  RAY_IMAGES=()
+  for v in ${RAY_VERSIONS}; do
+    docker tag "${ray}" "rayproject/ray:${v}"
+    RAY_IMAGES+=("rayproject/ray:${v}")
+  done
+}
+
+# distroless_image makes gcr.io/distroless/static:nonroot, the runtime base ./Dockerfile names, from Debian:
+# CA certificates, tzdata, and the nonroot user (65532).
+distroless_image() {
+  local tag="gcr.io/distroless/static:nonroot"
+  image_present "${tag}" && return 0
+  local ctx="${BUILD_DIR}/distroless"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  cp "${ROOT}/hack/kind/distroless/Dockerfile" "${ctx}/Dockerfile"
+  build_image "${tag}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
+}
+
+# CURRENT lists the kray.local images this run uses; prune_stale removes the others (earlier builds).
+CURRENT=()
+
+prune_stale() {
+  local image keep c
+  while read -r image; do
+    keep=0
+    for c in "${CURRENT[@]}"; do
+      [[ "${image}" == "${c}" ]] && keep=1
+    done
+    [[ "${image}" == "${BASE_IMAGE}" || "${image}" == *"<none>"* ]] && keep=1
+    ((keep)) || docker rmi "${image}" >/dev/null 2>&1 || true
+  done < <(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^kray\.local/')
+  docker image prune -f >/dev/null
+}
+
+images() {
+  mkdir -p "${BUILD_DIR}"
+  timed "base image" base_image
+  timed "node image" node_image
+  timed "kruise, operator and ray images" app_images
+  prune_stale
+}
+
+# ---- Cluster ---------------------------------------------------------------------------------------------
+
+KIND=""
+# KUBECTL is the kubectl of the node's Kubernetes release (hack/tools.sh kind-node builds it).
+KUBECTL="${BIN_DIR}/kubectl"
+
+kind_bin() {
+  "${ROOT}/hack/tools.sh" kind
+  KIND="${BIN_DIR}/kind"
+}
+
+cluster_exists() { [[ -n "$("${KIND}" get clusters 2>/dev/null | grep -x "${CLUSTER}")" ]]; }
+
+create_cluster() {
+  if cluster_exists; then
+    log "kind cluster ${CLUSTER} exists: using it"
+  else
+    mkdir -p "$(dirname "${KUBECONFIG_FILE}")"
+    sed -e "s|@ETCD_TAG@|${ETCD_VERSION}|" "${ROOT}/hack/kind/cluster.yaml" >"${BUILD_DIR}/cluster.yaml"
+    log "creating kind cluster ${CLUSTER} (${NODE_IMAGE})"
+    "${KIND}" create cluster --name "${CLUSTER}" --image "${NODE_IMAGE}" --config "${BUILD_DIR}/cluster.yaml" \
+      --kubeconfig "${KUBECONFIG_FILE}" --wait 300s ${KRAY_KIND_RETAIN:+--retain} >&2
+  fi
+  "${KIND}" get kubeconfig --name "${CLUSTER}" >"${KUBECONFIG_FILE}"
+  export KUBECONFIG="${KUBECONFIG_FILE}"
+}
+
+load_images() {
+  "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${RAY_IMAGES[@]}" >&2
+}
+
+# install_kruise applies Kruise's own manifests from its Go module (config/default), with the image built here,
+# the local cluster's feature gates, and no kruise-daemon.
+install_kruise() {
+  local kmod out="${BUILD_DIR}/kruise.yaml"
+  kmod="$(module_dir "github.com/openkruise/kruise@${KRUISE_VERSION}")"
+  rm -rf "${BUILD_DIR}/kruise-config"
+  cp -r "${kmod}/config" "${BUILD_DIR}/kruise-config"
+  chmod -R u+w "${BUILD_DIR}/kruise-config"
+  # Its kustomization uses deprecated fields (bases, patchesStrategicMerge): the warnings go to a log.
+  "${KUBECTL}" kustomize "${BUILD_DIR}/kruise-config/default" >"${out}" 2>"${BUILD_DIR}/kruise-kustomize.log"
+  (cd "${ROOT}" && go run ./hack/kind/kruise -image "${KRUISE_IMAGE}" -gates "${KRUISE_GATES}") <"${out}" >"${out}.patched"
+  "${KUBECTL}" apply --server-side --force-conflicts -f "${out}.patched" >/dev/null
+  "${KUBECTL}" -n kruise-system rollout status deployment/kruise-controller-manager --timeout=300s >&2
+}
+
+KRUISE_GATES="PodWebhook=true,KruiseDaemon=false,CloneSetEventHandlerOptimization=true"
+
+# install_kray applies charts/kray with the operator image built here.
+install_kray() {
+  local values="${BUILD_DIR}/kray-values.yaml"
+  printf 'image:\n  repository: %s\n  tag: %s\n  pullPolicy: Never\n' "${OPERATOR_IMAGE%:*}" "${OPERATOR_IMAGE##*:}" >"${values}"
+  "${KUBECTL}" create namespace kray-system --dry-run=client -o yaml | "${KUBECTL}" apply -f - >/dev/null
+  (cd "${ROOT}" && go run ./hack/kind/render -chart charts/kray -name kray -namespace kray-system -values "${values}") \
+    >"${BUILD_DIR}/kray.yaml"
+  "${KUBECTL}" apply --server-side --force-conflicts -f "${BUILD_DIR}/kray.yaml" >/dev/null
+  "${KUBECTL}" -n kray-system rollout status deployment/kray --timeout=300s >&2
+}
+
+up() {
+  ensure_docker
+  images
+  kind_bin
+  timed "cluster" create_cluster
+  timed "load images" load_images
+  timed "kruise" install_kruise
+  timed "kray" install_kray
+  log "ready: export KUBECONFIG=${KUBECONFIG_FILE}"
+}
+
+down() {
+  if [[ -S "${OWN_SOCKET}" ]]; then
+    export DOCKER_HOST="unix://${OWN_SOCKET}"
+  fi
+  if docker_answers; then
+    [[ -x "${BIN_DIR}/kind" ]] && KIND="${BIN_DIR}/kind"
+    if [[ -n "${KIND}" ]] && cluster_exists; then
+      log "deleting kind cluster ${CLUSTER}"
+      "${KIND}" delete cluster --name "${CLUSTER}" >&2
+    fi
+    # kind's network, once no container uses it.
+    if docker network inspect kind >/dev/null 2>&1 &&
+      [[ "$(docker network inspect -f '{{len .Containers}}' kind)" == 0 ]]; then
+      docker network rm kind >/dev/null
+    fi
+  fi
+  stop_own_docker
+  rm -f "${KUBECONFIG_FILE}"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  images) ensure_docker; images ;;
+  docker) ensure_docker; printf '%s\n' "${DOCKER_HOST:-}" ;;
+  env)
+    ensure_docker
+    printf 'export DOCKER_HOST=%s\nexport KUBECONFIG=%s\n' "${DOCKER_HOST:-}" "${KUBECONFIG_FILE}"
+    ;;
+  *) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac
