@@ -58,7 +58,7 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat ## Run every test: unit, fuzz (bounded), integration and end to end (on both supported Kruise releases).
+test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases) and on kind (real kubelets).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
@@ -103,13 +103,19 @@ install: ## Install kray's CRDs into the cluster of $KUBECONFIG.
 run: build ## Local cluster + CRDs + operator in the foreground + a sample RayCluster (Ctrl-C stops the operator).
 	hack/run.sh
 
+.PHONY: kind-up kind-down
+kind-up: ## A kind cluster with real kubelets, Kruise and kray from charts/kray, every image built here (.local/kind/kubeconfig).
+	hack/kind.sh up
+kind-down: ## Remove exactly what kind-up made (the images stay in .kind/ as its cache).
+	hack/kind.sh down
+
 ##@ Deploy
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: kind-e2e
-kind-e2e: ## The e2e suite on a kind cluster with Kruise from its Helm chart (needs Docker).
+kind-e2e: ## The kind suite: a kind cluster with real kubelets (built here, Docker started if needed), Kruise, kray from its chart; removed after.
 	hack/kind-e2e.sh
 
 ##@ Benchmarks

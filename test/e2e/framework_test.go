@@ -69,7 +69,7 @@ func run(m *testing.M) int {
 	utilruntime.Must(gwv1.Install(scheme))
 	path := os.Getenv("KUBECONFIG")
 	if path == "" {
-		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run `make e2e` (local cluster) or hack/kind-e2e.sh")
+		fmt.Fprintln(os.Stderr, "KUBECONFIG is not set: run `make e2e` (local cluster) or `make kind-e2e`")
 		return 1
 	}
 	var err error
