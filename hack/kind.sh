@@ -2,12 +2,13 @@
 # hack/kind.sh runs a kind cluster with real kubelets, built here with no container registry: every image is
 # made from Debian packages and binaries built from pinned Go modules.
 #
-# Usage: hack/kind.sh up | down | images | docker | env
+# Usage: hack/kind.sh up | down | images | dockerfile | docker | env
 #   up      the Docker engine (started when none answers), every image, a kind cluster, Kruise from the manifests
 #           in its Go module and kray from charts/kray; the kubeconfig is left at .local/kind/kubeconfig
 #   down    deletes the cluster and its network, and stops the Docker engine if this script started it; the
 #           images stay, as the cache of the next `up` (.kind/docker)
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
+#   dockerfile  builds ./Dockerfile unchanged (kray-operator:dockerfile) on local images of its two bases
 #   docker  makes sure a Docker engine answers, and prints the DOCKER_HOST to use with it
 #   env     prints the export lines for DOCKER_HOST and KUBECONFIG
 #
@@ -42,7 +43,10 @@ KIND_DIR="${KRAY_KIND_DIR:-${ROOT}/.kind}"
 DOCKER_DIR="${KIND_DIR}/docker"
 BUILD_DIR="${KIND_DIR}/build"
 KUBECONFIG_FILE="${ROOT}/.local/kind/kubeconfig"
-OWN_SOCKET="${DOCKER_DIR}/docker.sock"
+# The engine's sockets live under /run, named after this checkout: a Unix socket path is limited to 107 bytes,
+# which a deep checkout plus containerd's own paths under --exec-root would pass.
+RUN_DIR="/run/kray-docker-$(printf '%s' "${KIND_DIR}" | sha256sum | cut -c1-12)"
+OWN_SOCKET="${RUN_DIR}/docker.sock"
 BIN_DIR="${ROOT}/bin"
 # The Ray versions the fake Ray image is tagged with: those of the e2e tests and of KubeRay's samples.
 RAY_VERSIONS="${KRAY_KIND_RAY_VERSIONS:-2.9.0 2.41.0 2.46.0 2.52.0}"
@@ -85,7 +89,8 @@ ensure_docker() {
   (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${BIN_DIR}/capdrop" ./hack/kind/capdrop)
   log "starting dockerd (data in ${DOCKER_DIR#"${ROOT}"/})"
   # setsid: the engine outlives this script, until `down`.
-  setsid dockerd --data-root "${DOCKER_DIR}/data" --exec-root "${DOCKER_DIR}/exec" \
+  mkdir -p "${RUN_DIR}"
+  setsid dockerd --data-root "${DOCKER_DIR}/data" --exec-root "${RUN_DIR}/exec" \
     --pidfile "${DOCKER_DIR}/dockerd.pid" --host "unix://${OWN_SOCKET}" --bridge none \
     --add-runtime "capdrop=${BIN_DIR}/capdrop" --default-runtime capdrop \
     >"${DOCKER_DIR}/dockerd.log" 2>&1 </dev/null &
@@ -100,10 +105,9 @@ ensure_docker() {
 }
 
 stop_own_docker() {
-  local pid
-  [[ -f "${DOCKER_DIR}/dockerd.pid" ]] || return 0
-  pid="$(cat "${DOCKER_DIR}/dockerd.pid")"
-  if kill -0 "${pid}" 2>/dev/null; then
+  local pid=""
+  [[ -f "${DOCKER_DIR}/dockerd.pid" ]] && pid="$(cat "${DOCKER_DIR}/dockerd.pid")"
+  if [[ -n "${pid}" ]] && kill -0 "${pid}" 2>/dev/null; then
     log "stopping dockerd (${pid})"
     kill "${pid}"
     local i
@@ -114,14 +118,15 @@ stop_own_docker() {
     kill -0 "${pid}" 2>/dev/null && kill -9 "${pid}"
   fi
   rm -f "${DOCKER_DIR}/dockerd.pid"
+  # dockerd leaves its network namespace mounted under its exec root.
+  local m
+  while read -r m; do
+    umount -l "${m}" 2>/dev/null || true
+  done < <(awk -v dir="${RUN_DIR}/" 'index($2, dir) == 1 { print $2 }' /proc/mounts)
+  rm -rf "${RUN_DIR}"
 }
 
 image_present() { docker image inspect "$1" >/dev/null 2>&1; }
-
-# inputs_hash FILE... prints a short hash of the files' contents and of the versions they are built with.
-inputs_hash() {
-  { cat "$@"; cat "${ROOT}/hack/versions.env"; } | sha256sum | cut -c1-12
-}
 
 # build_image TAG CONTEXT [docker build args...] builds CONTEXT/Dockerfile unless TAG is present.
 build_image() {
@@ -346,6 +351,33 @@ prune_stale() {
   docker image prune -f >/dev/null
 }
 
+# dockerfile builds ./Dockerfile itself, unchanged, as kray-operator:dockerfile, on local images of its two bases:
+# golang:<version> (the Debian base with this machine's Go toolchain, which must be that version) and
+# gcr.io/distroless/static:nonroot. The kind cluster runs the same runtime layout from a binary built once
+# (hack/kind/operator/Dockerfile); this proves the Dockerfile a user builds.
+dockerfile() {
+  local version ctx
+  version="$(sed -n 's/^FROM golang:\([^ ]*\).*/\1/p' "${ROOT}/Dockerfile")"
+  [[ -n "${version}" ]] || die "./Dockerfile has no FROM golang:<version>"
+  [[ "$(go env GOVERSION)" == "go${version}" || "$(go env GOVERSION)" == go${version}.* ]] ||
+    die "./Dockerfile builds with Go ${version}; this machine has $(go env GOVERSION)"
+  if ! image_present "golang:${version}"; then
+    ctx="${BUILD_DIR}/golang"
+    rm -rf "${ctx}" && mkdir -p "${ctx}"
+    cp -r "$(go env GOROOT)" "${ctx}/go"
+    # The host's CA bundle: HTTPS to the module proxy may pass a proxy that only the host trusts.
+    cp /etc/ssl/certs/ca-certificates.crt "${ctx}/ca-certificates.crt"
+    printf 'FROM %s\nRUN apt-get update && apt-get install -y --no-install-recommends ca-certificates git && rm -rf /var/lib/apt/lists/*\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nCOPY go /usr/local/go\nENV GOPATH=/go PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin GOPROXY=%s\nWORKDIR /go\n' \
+      "${BASE_IMAGE}" "$(go env GOPROXY)" >"${ctx}/Dockerfile"
+    build_image "golang:${version}" "${ctx}"
+    rm -rf "${ctx}"
+  fi
+  distroless_image
+  log "building ./Dockerfile as kray-operator:dockerfile"
+  docker_build -t kray-operator:dockerfile --build-arg "VERSION=$(cd "${ROOT}" && git describe --tags --always --dirty 2>/dev/null || echo dev)" "${ROOT}"
+  log "kray-operator:dockerfile: $(docker image inspect -f 'user {{.Config.User}}, entrypoint {{.Config.Entrypoint}}, {{.Size}} bytes' kray-operator:dockerfile)"
+}
+
 images() {
   mkdir -p "${BUILD_DIR}"
   timed "base image" base_image
@@ -448,6 +480,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   images) ensure_docker; images ;;
+  dockerfile) ensure_docker; mkdir -p "${BUILD_DIR}"; base_image; dockerfile ;;
   docker) ensure_docker; printf '%s\n' "${DOCKER_HOST:-}" ;;
   env)
     ensure_docker
