@@ -186,6 +186,12 @@ func update(t *testing.T, rc *rayv1.RayCluster, mutate func(*rayv1.RayCluster)) 
 // waitReady waits until the RayCluster is ready with the expected number of Running and Ready pods.
 func waitReady(t *testing.T, rc *rayv1.RayCluster, workers int) {
 	t.Helper()
+	waitReadyWithin(t, rc, workers, readyTimeout, poll)
+}
+
+// waitReadyWithin is waitReady with its timeout and polling interval.
+func waitReadyWithin(t *testing.T, rc *rayv1.RayCluster, workers int, timeout, interval time.Duration) {
+	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		cur := get(g, rc)
 		g.Expect(cur.Status.State).To(Equal(rayv1.Ready))
@@ -196,7 +202,7 @@ func waitReady(t *testing.T, rc *rayv1.RayCluster, workers int) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
 			g.Expect(podReady(&p)).To(BeTrue(), "pod %s not ready", p.Name)
 		}
-	}, readyTimeout, poll).Should(Succeed())
+	}, timeout, interval).Should(Succeed())
 }
 
 func clusterPods(g Gomega, rc *rayv1.RayCluster, extra ...string) []corev1.Pod {

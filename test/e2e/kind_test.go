@@ -99,17 +99,7 @@ func kindNamespace(t *testing.T) string {
 // waitKindReady is waitReady with kindTimeout.
 func waitKindReady(t *testing.T, rc *rayv1.RayCluster, workers int) {
 	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		cur := get(g, rc)
-		g.Expect(cur.Status.State).To(Equal(rayv1.Ready))
-		g.Expect(cur.Status.ReadyWorkerReplicas).To(Equal(int32(workers)))
-		pods := clusterPods(g, rc)
-		g.Expect(pods).To(HaveLen(workers + 1))
-		for _, p := range pods {
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
-			g.Expect(podReady(&p)).To(BeTrue(), "pod %s not ready", p.Name)
-		}
-	}, kindTimeout, time.Second).Should(Succeed())
+	waitReadyWithin(t, rc, workers, kindTimeout, time.Second)
 }
 
 // kubectl runs the kubectl of bin/ (the version the kind node runs) against the suite's cluster.
