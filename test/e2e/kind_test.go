@@ -148,18 +148,24 @@ func watchPod(t *testing.T, p *corev1.Pod) func() []string {
 	}
 }
 
+// operatorPods lists the pods of the operator's Deployment.
+func operatorPods(g Gomega) []corev1.Pod {
+	list, err := clientset.CoreV1().Pods(kindOperatorNS).List(context.Background(), metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if strings.HasPrefix(p.Name, kindDeployment+"-") {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
 // expectOperatorNeverForbidden fails the test when the running operator's log carries an API server refusal:
 // the chart's RBAC must grant everything the operator does.
 func expectOperatorNeverForbidden(t *testing.T) {
 	t.Helper()
-	pods, err := clientset.CoreV1().Pods(kindOperatorNS).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if !strings.HasPrefix(p.Name, kindDeployment+"-") {
-			continue
-		}
+	for _, p := range operatorPods(NewWithT(t)) {
 		logs, err := clientset.CoreV1().Pods(kindOperatorNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
 		if err != nil {
 			t.Fatalf("logs of %s: %v", p.Name, err)
@@ -234,27 +240,23 @@ func TestKindOperatorPodKilledDuringScaleUp(t *testing.T) {
 	g := NewWithT(t)
 	rc := create(t, kindRayCluster(kindNamespace(t), "killed", 1))
 	waitKindReady(t, rc, 1)
-	operators, err := clientset.CoreV1().Pods(kindOperatorNS).List(context.Background(), metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	operators := operatorPods(g)
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](4) })
-	for _, p := range operators.Items {
-		if strings.HasPrefix(p.Name, kindDeployment+"-") {
-			kubectl(t, "delete", "pod", "-n", kindOperatorNS, p.Name, "--grace-period=0", "--force", "--wait=false")
-		}
+	for _, p := range operators {
+		kubectl(t, "delete", "pod", "-n", kindOperatorNS, p.Name, "--grace-period=0", "--force", "--wait=false")
 	}
 	waitKindReady(t, rc, 4)
 	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1 + 4))
 	g.Expect(deleted).To(BeZero())
+	g.Expect(operators).NotTo(BeEmpty())
 	g.Eventually(func(g Gomega) {
-		pods, err := clientset.CoreV1().Pods(kindOperatorNS).List(context.Background(), metav1.ListOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
 		var fresh int
-		for _, p := range pods.Items {
-			for _, o := range operators.Items {
+		for _, p := range operatorPods(g) {
+			for _, o := range operators {
 				g.Expect(p.UID).NotTo(Equal(o.UID), "the killed operator pod must be gone")
 			}
-			if strings.HasPrefix(p.Name, kindDeployment+"-") && podReady(&p) {
+			if podReady(&p) {
 				fresh++
 			}
 		}
