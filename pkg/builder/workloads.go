@@ -50,6 +50,7 @@ func HeadStatefulSet(rc *rayv1.RayCluster, opts Options) *kruisev1beta1.Stateful
 	template := HeadPodTemplate(rc, opts)
 	opts.Scheduling.ApplyPod(&template, rc, batchscheduler.GroupHead)
 	opts.Scheduling.Keep(&template, opts.LiveTemplates[names.HeadStatefulSet(rc.Name)])
+	setPullPolicies(&template, opts.LiveTemplates[names.HeadStatefulSet(rc.Name)])
 	template.Annotations[constants.AnnotationRecreateHash] = headRecreateHash(rc)
 	template.Spec.ReadinessGates = append(template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: constants.ReadinessGateInPlaceUpdate})
 	policy := kruisev1beta1.RecreatePodUpdateStrategyType
@@ -98,6 +99,7 @@ func WorkerCloneSet(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts Opt
 	template := WorkerPodTemplate(rc, group, opts)
 	opts.Scheduling.ApplyPod(&template, rc, group.GroupName)
 	opts.Scheduling.Keep(&template, opts.LiveTemplates[names.WorkerCloneSet(rc.Name, group.GroupName)])
+	setPullPolicies(&template, opts.LiveTemplates[names.WorkerCloneSet(rc.Name, group.GroupName)])
 	if spec.RecreateOnChange(rc) {
 		// KubeRay's Recreate replaces every pod on any spec change, not only the groups whose template changed.
 		template.Annotations[constants.AnnotationRecreateHash] = headRecreateHash(rc)
