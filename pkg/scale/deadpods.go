@@ -1,6 +1,10 @@
 package scale
 
 import (
+	"encoding/json"
+	"slices"
+
+	appspub "github.com/openkruise/kruise-api/apps/pub"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -21,8 +25,9 @@ func DeadPods(pods []corev1.Pod, uid types.UID) []*corev1.Pod {
 }
 
 // ExitedUnderNever returns the running pods whose template asked for restartPolicy Never (recorded by the
-// builder in an annotation) and whose Ray container has terminated: KubeRay would delete them, so kray does,
-// and the workload replaces them with a fresh pod.
+// builder in an annotation) and whose Ray container has exited: KubeRay would delete them, so kray does, and
+// the workload replaces them with a fresh pod. A restart that Kruise's in-place update made on purpose (a new
+// image) is not an exit.
 func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
@@ -35,13 +40,51 @@ func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
 		}
 		ray := p.Spec.Containers[constants.RayContainerIndex].Name
 		for _, cs := range p.Status.ContainerStatuses {
-			// Kruise runs the pod with restartPolicy Always, so the kubelet may already have restarted the
-			// container: a restart counts as an exit.
-			if cs.Name == ray && (cs.State.Terminated != nil || cs.RestartCount > 0) {
+			if cs.Name == ray && exited(p, cs) {
 				out = append(out, p)
 				break
 			}
 		}
 	}
 	return out
+}
+
+// exited says whether the container has exited since the pod started, other than for an in-place update.
+// Kruise runs the pod with restartPolicy Always, so the kubelet may already have restarted the container:
+// a restart counts as an exit unless its last run ended for the pod's in-place update.
+func exited(p *corev1.Pod, cs corev1.ContainerStatus) bool {
+	switch {
+	case cs.State.Terminated != nil:
+		return true
+	case cs.RestartCount == 0:
+		return false
+	}
+	return !RestartedForInPlaceUpdate(p, cs)
+}
+
+// RestartedForInPlaceUpdate says whether the container's last run is the one that Kruise's latest in-place
+// update of the pod replaced: the update changed that container, and its last run started before the update
+// began and ended after. A run that started after the update (the new image exited) or ended before it is
+// an exit. Times have second precision, so a run that started in the second the update began counts as an
+// exit: the pod is then replaced, as before in-place updates were told apart.
+func RestartedForInPlaceUpdate(p *corev1.Pod, cs corev1.ContainerStatus) bool {
+	last := cs.LastTerminationState.Terminated
+	raw, ok := p.Annotations[appspub.InPlaceUpdateStateKey]
+	if last == nil || !ok {
+		return false
+	}
+	var state appspub.InPlaceUpdateState
+	if err := json.Unmarshal([]byte(raw), &state); err != nil {
+		return false
+	}
+	if _, ok := state.LastContainerStatuses[cs.Name]; !ok {
+		return false
+	}
+	began := state.UpdateTimestamp
+	for _, b := range state.ContainerBatchesRecord {
+		if slices.Contains(b.Containers, cs.Name) {
+			began = b.Timestamp
+		}
+	}
+	return last.StartedAt.Before(&began) && !last.FinishedAt.Before(&began)
 }

@@ -1,10 +1,13 @@
 package scale
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	appspub "github.com/openkruise/kruise-api/apps/pub"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,8 +156,32 @@ func TestHygiene(t *testing.T) {
 	restarted := func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "ray", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	}
+	// Kruise updated the Ray container's image in place at 12:00:10.
+	at := func(sec int) metav1.Time { return metav1.Date(2026, 12, 3, 12, 0, sec, 0, time.UTC) }
+	updatedInPlace := func(containers ...string) func(p *corev1.Pod) {
+		return func(p *corev1.Pod) {
+			last := map[string]appspub.InPlaceUpdateContainerStatus{}
+			for _, c := range containers {
+				last[c] = appspub.InPlaceUpdateContainerStatus{ImageID: "old"}
+			}
+			raw, _ := json.Marshal(appspub.InPlaceUpdateState{Revision: "r2", UpdateTimestamp: at(10), LastContainerStatuses: last})
+			p.Annotations[appspub.InPlaceUpdateStateKey] = string(raw)
+		}
+	}
+	lastRun := func(started, finished int) func(p *corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 143, StartedAt: at(started), FinishedAt: at(finished)}
+		}
+	}
 	pods := []corev1.Pod{
 		pod("healthy"),
+		pod("never-updated-in-place", never, restarted, updatedInPlace("ray"), lastRun(0, 11)),
+		pod("never-updated-in-place-same-second", never, restarted, updatedInPlace("ray"), lastRun(0, 10)),
+		pod("never-new-image-exited", never, restarted, updatedInPlace("ray"), lastRun(12, 20)),
+		pod("never-exited-before-update", never, restarted, updatedInPlace("ray"), lastRun(0, 5)),
+		pod("never-started-as-update-began", never, restarted, updatedInPlace("ray"), lastRun(10, 12)),
+		pod("never-other-container-updated", never, restarted, updatedInPlace("sidecar"), lastRun(0, 11)),
+		pod("never-no-last-state", never, restarted, updatedInPlace("ray")),
 		pod("failed", phase(corev1.PodFailed)),
 		pod("succeeded", phase(corev1.PodSucceeded)),
 		pod("failed-terminating", phase(corev1.PodFailed), terminating()),
@@ -173,7 +200,9 @@ func TestHygiene(t *testing.T) {
 	if diff := cmp.Diff([]string{"failed", "succeeded"}, dead); diff != "" {
 		t.Errorf("DeadPods (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"never-exited", "never-restarted"}, never2); diff != "" {
+	want := []string{"never-new-image-exited", "never-exited-before-update", "never-started-as-update-began",
+		"never-other-container-updated", "never-no-last-state", "never-exited", "never-restarted"}
+	if diff := cmp.Diff(want, never2); diff != "" {
 		t.Errorf("ExitedUnderNever (-want +got):\n%s", diff)
 	}
 }
