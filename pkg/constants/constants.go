@@ -85,6 +85,12 @@ const (
 	// AnnotationDrainStarted on a worker pod is when kray first asked Ray to drain its node (RFC 3339); the
 	// drain timeout counts from it, across operator restarts.
 	AnnotationDrainStarted = "kray.io/drain-started"
+	// AnnotationDrainHold on a worker pod names the hold of Kruise that its drain start belongs to (the
+	// pod's lifecycle state and the time Kruise entered it): a start recorded for an earlier hold is stale.
+	AnnotationDrainHold = "kray.io/drain-hold"
+	// AnnotationDrainNode on a worker pod is the ID (hex) of the Ray node kray asked to drain: the drain is
+	// over when that node is drained or gone, whatever node registers from the pod after it.
+	AnnotationDrainNode = "kray.io/drain-node"
 	// AnnotationHeadDisruptionBudget "true" on a RayCluster asks for a PodDisruptionBudget that keeps its
 	// ready head from being evicted; any other value makes the spec invalid.
 	AnnotationHeadDisruptionBudget = "kray.io/head-disruption-budget"
@@ -110,13 +116,15 @@ const (
 
 // Kruise's pod lifecycle contract (kruise-api apps/pub), read by kray.
 const (
-	LabelKruiseLifecycleState  = "lifecycle.apps.kruise.io/state"
-	KruiseStatePreparingNormal = "PreparingNormal"
-	KruiseStatePreparingDelete = "PreparingDelete"
-	KruiseStatePreparingUpdate = "PreparingUpdate"
-	KruiseStateUpdated         = "Updated"
-	KruiseStateNormal          = "Normal"
-	ReadinessGateInPlaceUpdate = "InPlaceUpdateReady"
+	LabelKruiseLifecycleState = "lifecycle.apps.kruise.io/state"
+	// AnnotationKruiseLifecycleTimestamp is when Kruise set the pod's lifecycle state (RFC 3339).
+	AnnotationKruiseLifecycleTimestamp = "lifecycle.apps.kruise.io/timestamp"
+	KruiseStatePreparingNormal         = "PreparingNormal"
+	KruiseStatePreparingDelete         = "PreparingDelete"
+	KruiseStatePreparingUpdate         = "PreparingUpdate"
+	KruiseStateUpdated                 = "Updated"
+	KruiseStateNormal                  = "Normal"
+	ReadinessGateInPlaceUpdate         = "InPlaceUpdateReady"
 )
 
 // Ray start parameters and ports kray defaults.

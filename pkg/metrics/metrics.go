@@ -30,7 +30,7 @@ var (
 	}, []string{"namespace", "name"})
 	drainReleases = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kray_worker_drain_releases_total",
-		Help: "Worker pods released for deletion after a drain, by outcome (drained, no_node, timed_out, disabled).",
+		Help: "Worker pods released for deletion after a drain, by outcome (drained, no_node, timed_out, disabled, no_restart).",
 	}, []string{"outcome"})
 	drainDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kray_worker_drain_duration_seconds",
@@ -91,6 +91,9 @@ const (
 	DrainNoNode   = "no_node"
 	DrainTimedOut = "timed_out"
 	DrainDisabled = "disabled"
+	// DrainNoRestart releases a pod held for an in-place update that restarts no container (labels or
+	// annotations only): its Ray node keeps running, so nothing is drained.
+	DrainNoRestart = "no_restart"
 )
 
 // ObserveDrainRelease records a worker pod released for deletion and, when a drain was started, how long

@@ -4,6 +4,7 @@
 package ray
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -87,6 +88,16 @@ func FindNode(nodes []Node, podName, podIP string) (Node, bool) {
 	}
 	for _, n := range nodes {
 		if podIP != "" && n.IP == podIP && n.Status != NodeStatusDead {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// FindNodeByID returns the node with that ID.
+func FindNodeByID(nodes []Node, id []byte) (Node, bool) {
+	for _, n := range nodes {
+		if bytes.Equal(n.ID, id) {
 			return n, true
 		}
 	}

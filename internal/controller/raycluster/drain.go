@@ -2,12 +2,14 @@ package raycluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
@@ -18,6 +20,7 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/ray"
+	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/spec"
 )
 
@@ -61,28 +64,91 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	nodes, lookupErr := gcsClient.Nodes(ctx)
 	now := r.now().Time
 	for _, p := range waiting {
-		started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
-		if err != nil {
+		if p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate && !s.updateRestarts(p) {
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoRestart, 0, "the update changes only its labels or annotations and restarts no container"))
+			continue
+		}
+		rec, ok := recordedDrain(p)
+		if !ok {
 			errs = append(errs, r.startDrain(ctx, s, p, gcsClient, gcs, nodes, lookupErr, now.Add(timeout)))
 			s.retryAfter(drainPoll)
 			continue
 		}
-		node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP)
-		took := now.Sub(started)
-		switch {
-		case !now.Before(started.Add(timeout)):
+		took := now.Sub(rec.started)
+		if !now.Before(rec.started.Add(timeout)) {
 			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainTimedOut, took, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
-		case lookupErr != nil:
-			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+			continue
+		}
+		if lookupErr != nil {
+			s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
+			continue
+		}
+		if rec.node != nil {
+			// The node asked to drain decides, not a node that the pod's restarted raylet registered since.
+			switch node, found := ray.FindNodeByID(nodes, rec.node); {
+			case !found:
+				errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x has left the cluster", rec.node)))
+			case node.Drained():
+				errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x is %s", rec.node, node.Status)))
+			default:
+				s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
+			}
+			continue
+		}
+		switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
 		case !found:
 			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, took, "Ray reports no node for it"))
 		case node.Drained():
 			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node is %s", node.Status)))
 		default:
-			s.retryAfter(min(drainPoll, started.Add(timeout).Sub(now)))
+			// No drain request reached the GCS when this hold began (it did not answer): ask now, once.
+			errs = append(errs, r.requestDrain(ctx, s, p, gcsClient, gcs, node, rec.started.Add(timeout)))
+			s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drainRecord is what kray recorded in a held pod about the drain of its current hold.
+type drainRecord struct {
+	started time.Time
+	// node is the ID of the Ray node kray asked to drain; nil when no request reached the GCS.
+	node []byte
+}
+
+// recordedDrain returns the drain recorded in the pod for the hold Kruise has it in now; false when none is:
+// never started, or started in an earlier hold (Kruise returned the pod to Normal, or moved it from one hold
+// to the next, with the hook label kept). A record without its hold (an older kray's) counts as this hold's.
+func recordedDrain(p *corev1.Pod) (drainRecord, bool) {
+	started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+	if err != nil {
+		return drainRecord{}, false
+	}
+	if hold, ok := p.Annotations[constants.AnnotationDrainHold]; ok && hold != holdOf(p) {
+		return drainRecord{}, false
+	}
+	node, err := hex.DecodeString(p.Annotations[constants.AnnotationDrainNode])
+	if err != nil || len(node) == 0 {
+		node = nil
+	}
+	return drainRecord{started: started, node: node}, true
+}
+
+// holdOf names the hold Kruise has the pod in: its lifecycle state and when Kruise set it.
+func holdOf(p *corev1.Pod) string {
+	return p.Labels[constants.LabelKruiseLifecycleState] + "@" + p.Annotations[constants.AnnotationKruiseLifecycleTimestamp]
+}
+
+// updateRestarts says whether the in-place update the pod is held for restarts a container: true unless the
+// pod's CloneSet is in the snapshot and its template differs from the pod only in labels or annotations.
+func (s *state) updateRestarts(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	for i := range s.children.cloneSets {
+		if cs := &s.children.cloneSets[i]; ref != nil && cs.UID == ref.UID {
+			return scale.InPlaceUpdateRestarts(p, &cs.Spec.Template)
+		}
+	}
+	return true
 }
 
 // drainSkipped says why held pods are released without a drain: workerDrain is off, the operator has no
@@ -99,30 +165,52 @@ func drainSkipped(s *state, haveRay bool) string {
 	return ""
 }
 
-// startDrain asks the GCS to drain the pod's node and records the attempt in the pod, whatever the answer:
-// the timeout counts from the first attempt.
+// startDrain begins the drain of the pod's current hold: it asks the GCS to drain the pod's node and records
+// the start, the hold and the node asked in the pod, whatever the answer: the timeout counts from the first
+// attempt.
 func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
+	record := shared.Meta{Annotations: map[string]*string{
+		constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339)),
+		constants.AnnotationDrainHold:    ptr.To(holdOf(p)),
+		constants.AnnotationDrainNode:    nil,
+	}}
 	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
 	case lookupErr != nil:
 		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, releasing it after the timeout: %v", p.Name, gcs, lookupErr)
 	case !found:
 		s.normal(EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
 	default:
-		reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being %s", p.Namespace, p.Name, heldFor(p)), deadline)
-		switch {
-		case err != nil:
-			s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, releasing it after the timeout: %v", p.Name, gcs, err)
-		case !reply.Accepted:
-			s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, releasing it after the timeout: %s", p.Name, reply.Rejection)
-		default:
-			s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is %s", p.Name, node.ID, heldFor(p))
-		}
+		r.sendDrain(ctx, s, p, gcsClient, gcs, node, deadline)
+		record.Annotations[constants.AnnotationDrainNode] = ptr.To(hex.EncodeToString(node.ID))
 	}
-	start := shared.Meta{Annotations: map[string]*string{constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339))}}
-	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, start); err != nil {
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, record); err != nil {
 		return fmt.Errorf("record drain start on pod %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// requestDrain asks the GCS to drain the node of a pod whose drain started without a request, and records the
+// node asked.
+func (r *Reconciler) requestDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, node ray.Node, deadline time.Time) error {
+	r.sendDrain(ctx, s, p, gcsClient, gcs, node, deadline)
+	asked := shared.Meta{Annotations: map[string]*string{constants.AnnotationDrainNode: ptr.To(hex.EncodeToString(node.ID))}}
+	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, asked); err != nil {
+		return fmt.Errorf("record drained node on pod %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// sendDrain sends the drain request and reports its answer in an event.
+func (r *Reconciler) sendDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, node ray.Node, deadline time.Time) {
+	reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being %s", p.Namespace, p.Name, heldFor(p)), deadline)
+	switch {
+	case err != nil:
+		s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, releasing it after the timeout: %v", p.Name, gcs, err)
+	case !reply.Accepted:
+		s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, releasing it after the timeout: %s", p.Name, reply.Rejection)
+	default:
+		s.normal(EventDrainingWorker, "Worker pod %s: asked Ray to drain node %x before the pod is %s", p.Name, node.ID, heldFor(p))
+	}
 }
 
 // releaseDrainHook removes the drain hook label, after which Kruise deletes the pod or updates it in place;
@@ -191,8 +279,10 @@ func (r *Reconciler) hookExistingPods(ctx context.Context, s *state) error {
 	// A pod that Kruise returned to Normal after a cancelled deletion loses its old drain start, so its
 	// next drain gets its own timeout.
 	hook := shared.Meta{
-		Labels:      map[string]*string{constants.LabelDrainHook: ptr.To(constants.DrainHookValue)},
-		Annotations: map[string]*string{constants.AnnotationDrainStarted: nil},
+		Labels: map[string]*string{constants.LabelDrainHook: ptr.To(constants.DrainHookValue)},
+		Annotations: map[string]*string{
+			constants.AnnotationDrainStarted: nil, constants.AnnotationDrainHold: nil, constants.AnnotationDrainNode: nil,
+		},
 	}
 	var errs []error
 	for _, p := range s.children.podsMatching(unhookedSelector(s.rc.Name)) {

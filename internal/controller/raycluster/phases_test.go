@@ -2,6 +2,7 @@ package raycluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -300,6 +301,9 @@ func TestDrainPhase(t *testing.T) {
 		state       string // the pod's Kruise lifecycle state; "": PreparingDelete
 		status      ray.NodeStatus
 		started     time.Duration // since the drain started; 0: not started
+		record      string        // how the drain start was recorded: "" this hold and node n1, "legacy" without either, "stale" for an earlier hold, "none" without a node
+		metadata    bool          // the in-place update changes only labels
+		nodes       []ray.Node    // the GCS's nodes when not the pod's node n1 in status
 		wantDrain   bool
 		wantRelease bool
 	}{
@@ -312,6 +316,15 @@ func TestDrainPhase(t *testing.T) {
 		{name: "in-place update: drain started, node still busy", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning, started: time.Second},
 		{name: "in-place update: idle node released", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusIdle, started: time.Second, wantRelease: true},
 		{name: "in-place update without workerDrain", drain: false, state: constants.KruiseStatePreparingUpdate, wantRelease: true},
+		{name: "in-place update of labels only: released, no drain", drain: true, state: constants.KruiseStatePreparingUpdate, metadata: true, status: ray.NodeStatusRunning, wantRelease: true},
+		{name: "start of an earlier hold: a drain of its own", drain: true, status: ray.NodeStatusRunning, started: time.Hour, record: "stale", wantDrain: true},
+		{name: "start of an earlier in-place hold: a drain of its own", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning, started: 30 * time.Second, record: "stale", wantDrain: true},
+		{name: "older kray's start: node asked now", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "legacy", wantDrain: true},
+		{name: "no request reached the GCS: asked once it answers", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "none", wantDrain: true},
+		{name: "drained node gone, its restarted raylet a new node", drain: true, started: time.Second,
+			nodes: []ray.Node{{ID: []byte("n2"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}, wantRelease: true},
+		{name: "drained node dead, its restarted raylet a new node", drain: true, started: time.Second,
+			nodes: []ray.Node{{ID: []byte("n2"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}, {ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusDead}}, wantRelease: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,6 +333,9 @@ func TestDrainPhase(t *testing.T) {
 			}).obj()
 			e := newEnv(t, rc)
 			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: tc.status}}}
+			if tc.nodes != nil {
+				gcs.nodes = tc.nodes
+			}
 			e.r.Ray = gcs
 			e.converge(rc)
 			pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
@@ -327,8 +343,24 @@ func TestDrainPhase(t *testing.T) {
 			if tc.state != "" {
 				pod.Labels[constants.LabelKruiseLifecycleState] = tc.state
 			}
+			if tc.state == constants.KruiseStatePreparingUpdate && !tc.metadata {
+				pod.Spec.Containers[0].Image = "rayproject/ray:2.9.0" // the template moved on from it
+			}
+			// Kruise entered the hold 5 minutes ago.
+			pod.Annotations = map[string]string{constants.AnnotationKruiseLifecycleTimestamp: testNow.Add(-5 * time.Minute).Format(time.RFC3339)}
 			if tc.started > 0 {
-				pod.Annotations = map[string]string{constants.AnnotationDrainStarted: testNow.Add(-tc.started).Format(time.RFC3339)}
+				pod.Annotations[constants.AnnotationDrainStarted] = testNow.Add(-tc.started).Format(time.RFC3339)
+				hold := pod.Labels[constants.LabelKruiseLifecycleState] + "@" + pod.Annotations[constants.AnnotationKruiseLifecycleTimestamp]
+				switch tc.record {
+				case "":
+					pod.Annotations[constants.AnnotationDrainHold] = hold
+					pod.Annotations[constants.AnnotationDrainNode] = hex.EncodeToString([]byte("n1"))
+				case "none":
+					pod.Annotations[constants.AnnotationDrainHold] = hold
+				case "stale":
+					pod.Annotations[constants.AnnotationDrainHold] = constants.KruiseStatePreparingDelete + "@" + testNow.Add(-2*time.Hour).Format(time.RFC3339)
+					pod.Annotations[constants.AnnotationDrainNode] = hex.EncodeToString([]byte("n1"))
+				}
 			}
 			if err := e.api.Update(context.Background(), pod); err != nil {
 				t.Fatal(err)
@@ -351,6 +383,12 @@ func TestDrainPhase(t *testing.T) {
 			}
 			if tc.wantDrain && pod.Annotations[constants.AnnotationDrainStarted] == "" {
 				t.Error("the drain start was not recorded in the pod")
+			}
+			if tc.wantDrain && pod.Annotations[constants.AnnotationDrainNode] != hex.EncodeToString([]byte("n1")) {
+				t.Errorf("drained node recorded as %q, want n1's ID", pod.Annotations[constants.AnnotationDrainNode])
+			}
+			if len(gcs.drained) > 1 {
+				t.Errorf("%d drain requests, want at most one", len(gcs.drained))
 			}
 		})
 	}
