@@ -204,6 +204,10 @@ const (
 	// AnnotationDeletionDeadline on a cluster a RayService no longer serves from is when it is deleted
 	// (RFC 3339), kept on the cluster so that an operator restart does not reset it.
 	AnnotationDeletionDeadline = "kray.io/deletion-deadline"
+	// AnnotationServeApplied on a RayService's cluster is what its Serve last accepted from kray (JSON: the
+	// serveConfigV2's hash, the config itself when it fits, and the target_capacity), kept on the cluster so
+	// that a restarted or second operator never puts another config on it by mistake.
+	AnnotationServeApplied = "kray.io/serve-applied"
 	// AnnotationInPlaceWorkerUpgrade "true" on a RayService has a change of its worker groups alone (images,
 	// env, resources; the head and the cluster-level fields as they were) rolled through the serving cluster
 	// in place, group by group, instead of preparing a new cluster; any other value makes the spec invalid.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -142,7 +143,11 @@ func (r *Reconciler) applyServe(ctx context.Context, svc *rayv1.RayService, rc *
 	case err != nil:
 		return warning(EventFailedToUpdateServeApplications, "Failed to apply serveConfigV2 on %s: %v", ref, err), nil
 	}
-	r.applied.set(client.ObjectKeyFromObject(svc), rc.Name, served)
+	record := shared.Meta{Annotations: map[string]*string{constants.AnnotationServeApplied: ptr.To(appliedAnnotation(served))}}
+	if err := shared.PatchMeta(ctx, r.Writer, rc.DeepCopy(), record); err != nil {
+		// Serve took it; the next poll finds it unrecorded and puts the same config again.
+		return warning(EventFailedToUpdateServeApplications, "Applied serveConfigV2 on %s but failed to record it there: %v", ref, err), err
+	}
 	if served.Capacity != nil {
 		return normal(EventUpdatedServeApplications, "Applied serveConfigV2 on %s at target_capacity %d%%", ref, *served.Capacity), nil
 	}

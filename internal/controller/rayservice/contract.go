@@ -50,7 +50,7 @@ type Observed struct {
 	// HeadService and ServeService are the RayService's Services, nil when absent or not its own (a
 	// suspend deletes them).
 	HeadService, ServeService *corev1.Service
-	// Applied is what each cluster's Serve last accepted, by cluster name (kept in memory).
+	// Applied is what each cluster's Serve last accepted, by cluster name (recorded on the clusters).
 	Applied map[string]Served
 	// Gateway and HTTPRoute are the RayService's own Gateway API objects of an incremental upgrade, nil when
 	// absent or not its own; GatewayErr says why they could not be read (the Gateway API is not installed).
@@ -74,10 +74,12 @@ type Observed struct {
 }
 
 // Served is what one cluster's Serve accepted: a serveConfigV2 and the target_capacity it was put with
-// (nil: none).
+// (nil: none). Config is "" when only the config's Hash is known (one larger than MaxRecordedConfig).
 type Served struct {
 	Config   string
 	Capacity *int32
+	// Hash is ConfigHash(Config), set when read from a cluster's record.
+	Hash string
 }
 
 // ActionKind names a write Next asks for.

@@ -250,3 +250,48 @@ func TestIncrementalWithoutGatewayAPI(t *testing.T) {
 		t.Errorf("actions %v, events %+v; want a FailedToCreateGateway Warning and no Gateway write", kinds(d), d.Events)
 	}
 }
+
+// The cluster an incremental upgrade moves away from keeps the serveConfigV2 it runs at every capacity step:
+// no put on it carries the spec's new config. Recorded (as kray records every put), it is put with its own
+// config until its capacity is 0; unknown (its record lost, or made by a kray that kept it in memory and
+// restarted), its capacity is left as it is, with a Warning that says why.
+func TestIncrementalLeavingClusterKeepsItsConfig(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("recorded=%v", recorded), func(t *testing.T) {
+			w, old := incrementalWorld(t, 50, 25, 10)
+			oldConfig := w.svc.Spec.ServeConfigV2
+			w.svc.Spec.ServeConfigV2 = oldConfig + "  - name: veg\n    import_path: veg:app\n"
+			w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+			w.svc.Generation++
+			var puts []Action
+			warned := false
+			for i := 0; i < 60 && w.svc.Status.ActiveServiceStatus.RayClusterName == old; i++ {
+				if !recorded {
+					delete(w.applied, old)
+				}
+				d := w.step(t)
+				for _, a := range d.Actions {
+					if a.Kind == ApplyServe && a.Name == old {
+						puts = append(puts, a)
+					}
+				}
+				for _, e := range d.Events {
+					warned = warned || (e.Reason == EventFailedToUpdateTargetCapacity && strings.Contains(e.Message, old))
+				}
+				w.settle(d)
+				w.now = w.now.Add(5 * time.Second)
+			}
+			for _, a := range puts {
+				if a.Config != oldConfig {
+					t.Errorf("put on the cluster the upgrade leaves at capacity %v with another config:\n%s", ptr.Deref(a.Capacity, -1), a.Config)
+				}
+			}
+			if recorded && (len(puts) == 0 || w.svc.Status.ActiveServiceStatus.RayClusterName == old) {
+				t.Errorf("%d puts on %s, active %s: want its capacity lowered with its own config and the upgrade done", len(puts), old, w.svc.Status.ActiveServiceStatus.RayClusterName)
+			}
+			if !recorded && (len(puts) != 0 || !warned) {
+				t.Errorf("%d puts on %s, warned %v: want none, and a Warning", len(puts), old, warned)
+			}
+		})
+	}
+}

@@ -112,16 +112,21 @@ func serve(o Observed, d *Decision) (ready, stepping bool) {
 	rolling := meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RollbackInProgress))
 	a, p := &st.ActiveServiceStatus, &st.PendingServiceStatus
 	activeWant, pendingWant := Served{Config: svc.Spec.ServeConfigV2, Capacity: a.TargetCapacity}, Served{Config: svc.Spec.ServeConfigV2, Capacity: p.TargetCapacity}
-	if applied, ok := o.Applied[a.RayClusterName]; ok && !rolling {
-		activeWant.Config = applied.Config
-	}
-	if applied, ok := o.Applied[p.RayClusterName]; ok && rolling {
-		pendingWant.Config = applied.Config
+	if !rolling {
+		activeWant = keptConfig(o.Applied[a.RayClusterName], a.TargetCapacity)
+	} else {
+		pendingWant = keptConfig(o.Applied[p.RayClusterName], p.TargetCapacity)
 	}
 	activeServes := serveCluster(o, d, a.RayClusterName, a, activeWant, !rolling)
 	pendingServes := serveCluster(o, d, p.RayClusterName, p, pendingWant, rolling)
 	stepping = reconcileIncremental(o, d, activeServes, pendingServes)
 	return activeServes, stepping
+}
+
+// keptConfig is what the cluster the traffic leaves is put at capacity with: the config it last accepted,
+// never the spec's (the zero Served when unknown, which is never put).
+func keptConfig(applied Served, capacity *int32) Served {
+	return Served{Config: applied.Config, Hash: applied.Hash, Capacity: capacity}
 }
 
 // reconcileClusters creates the pending cluster, rebuilds the cluster being compared (the pending one, else
@@ -190,8 +195,10 @@ func rebuilt(svc *rayv1.RayService, live *rayv1.RayCluster) *rayv1.RayCluster {
 	out.Spec = want.Spec
 	out.Labels = want.Labels
 	out.Annotations = want.Annotations
-	if deadline, ok := live.Annotations[constants.AnnotationDeletionDeadline]; ok {
-		out.Annotations[constants.AnnotationDeletionDeadline] = deadline
+	for _, kept := range []string{constants.AnnotationDeletionDeadline, constants.AnnotationServeApplied} {
+		if v, ok := live.Annotations[kept]; ok {
+			out.Annotations[kept] = v
+		}
 	}
 	return out
 }

@@ -9,10 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -68,18 +65,12 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Suffix defaults to a 5-character random string.
 	Suffix func() string
-
-	// applied remembers, per RayService, the serveConfigV2 each of its clusters last accepted.
-	applied appliedConfigs
 }
 
 // Reconcile moves one RayService a step: its clusters, its Serve applications, its Services, its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &rayv1.RayService{}
 	if err := r.Cache.Get(ctx, req.NamespacedName, svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.applied.forget(req.NamespacedName)
-		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if m := svc.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
@@ -127,7 +118,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if stored {
 		events = append(d.Events, events...)
 	}
-	r.applied.keep(client.ObjectKeyFromObject(svc), d.Status.ActiveServiceStatus.RayClusterName, d.Status.PendingServiceStatus.RayClusterName)
 	r.Events.Emit(svc, o.Now, events...)
 	if actErr != nil {
 		return reconcile.Result{}, actErr
@@ -178,8 +168,7 @@ func statusChanged(stored, next rayv1.RayServiceStatuses) bool {
 // cluster's Serve applications and the heads' Serve proxies.
 func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observed, error) {
 	o := Observed{Service: svc, Now: r.now(), Suffix: r.suffix(), Options: r.Options, ZeroDowntime: r.ZeroDowntime, Validation: r.Validation,
-		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{}, ProxyErr: map[string]error{},
-		Applied: r.applied.get(client.ObjectKeyFromObject(svc))}
+		Clusters: map[string]*rayv1.RayCluster{}, Serve: map[string]ServeRead{}, ProxyHealthy: map[string]bool{}, ProxyErr: map[string]error{}}
 	clusters, err := r.ownClusters(ctx, svc)
 	if err != nil {
 		return o, err
@@ -187,6 +176,7 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 	for _, rc := range clusters {
 		o.Clusters[rc.Name] = rc
 	}
+	o.Applied = appliedConfigs(o.Clusters)
 	if name := svc.Status.PendingServiceStatus.RayClusterName; name != "" && o.Clusters[name] == nil {
 		rc := &rayv1.RayCluster{}
 		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, rc); {
@@ -358,50 +348,4 @@ func (r *Reconciler) suffix() string {
 		return r.Suffix()
 	}
 	return shared.NameSuffix()
-}
-
-// appliedConfigs is, per RayService, what each cluster's Serve last accepted; safe for concurrent
-// reconciles. It is memory only: after a restart each cluster gets the config once more, which Serve takes
-// as a no-op.
-type appliedConfigs struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]map[string]Served
-}
-
-// get returns a copy of key's configs by cluster.
-func (a *appliedConfigs) get(key types.NamespacedName) map[string]Served {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return maps.Clone(a.m[key])
-}
-
-// set records that key's cluster accepted served.
-func (a *appliedConfigs) set(key types.NamespacedName, cluster string, served Served) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.m == nil {
-		a.m = map[types.NamespacedName]map[string]Served{}
-	}
-	if a.m[key] == nil {
-		a.m[key] = map[string]Served{}
-	}
-	a.m[key][cluster] = served
-}
-
-// keep forgets the configs of key's clusters other than those named.
-func (a *appliedConfigs) keep(key types.NamespacedName, clusters ...string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for name := range a.m[key] {
-		if !slices.Contains(clusters, name) {
-			delete(a.m[key], name)
-		}
-	}
-}
-
-// forget drops every config of key (a deleted RayService).
-func (a *appliedConfigs) forget(key types.NamespacedName) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.m, key)
 }

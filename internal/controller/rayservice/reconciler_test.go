@@ -373,3 +373,34 @@ func TestReconcileLeavesAnotherControllersRayService(t *testing.T) {
 		t.Fatalf("managed by the KubeRay operator: writes %v, %v; want the first cluster named (positive control)", writes, err)
 	}
 }
+
+// What a cluster's Serve accepted is recorded on the cluster, so that a restarted operator (a new
+// Reconciler, with nothing in memory) knows it: it puts nothing again, and the record names the config.
+func TestReconcileAppliedConfigSurvivesARestart(t *testing.T) {
+	svc := service()
+	e := newRenv(t, svc)
+	name := e.serveFromPending(svc)
+	base := "http://dash/ns/" + name
+	if got := e.serve.applied[base]; len(got) != 1 {
+		t.Fatalf("configs applied on %s: %d, want 1", base, len(got))
+	}
+	old := e.r
+	e.r = &Reconciler{Cache: old.Cache, APIReader: old.APIReader, Writer: old.Writer, Events: shared.Events{Recorder: old.Events.Recorder}, Dashboards: old.Dashboards,
+		DashboardAddress: old.DashboardAddress, ServeProbeAddress: old.ServeProbeAddress, ProbeHTTP: old.ProbeHTTP,
+		ZeroDowntime: old.ZeroDowntime, Clock: old.Clock, Suffix: old.Suffix}
+	for range 3 {
+		if _, err := e.reconcile(svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.serve.applied[base]; len(got) != 1 {
+		t.Errorf("configs applied on %s after the restart: %d, want still 1", base, len(got))
+	}
+	rc := &rayv1.RayCluster{}
+	if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, rc); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := AppliedOf(rc); !ok || got.Config != serveConfig || got.Capacity != nil {
+		t.Errorf("recorded %+v (%v), want the spec's config with no target capacity", got, ok)
+	}
+}

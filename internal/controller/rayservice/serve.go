@@ -39,8 +39,9 @@ func reconcileServe(o Observed, d *Decision) bool {
 // serveCluster reads the Serve applications of the cluster name into its status s, asks for want to be put
 // when its Serve has not accepted it (or shows no application), and reports whether it serves: at least one
 // application, all RUNNING, with nothing left to put. With trustServe, a cluster whose acceptance is not
-// remembered (the operator restarted) and whose Serve runs want's target capacity is taken to have
-// accepted want: the cluster an incremental upgrade moves away from keeps the config it runs.
+// recorded and whose Serve runs want's target capacity is taken to have accepted want: the cluster an
+// incremental upgrade moves away from keeps the config it runs. A want with no Config (the config the
+// cluster keeps is not known in full) is never put.
 func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatus, want Served, trustServe bool) bool {
 	if !podServes(headPod(o.Pods, name)) {
 		return false
@@ -61,6 +62,13 @@ func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatu
 		accepted = servesCapacity(read.Details, want.Capacity)
 	}
 	if !accepted || len(read.Details.Applications) == 0 {
+		if want.Config == "" {
+			// The config this cluster keeps is not known in full: putting any other would change what it serves.
+			d.Events = append(d.Events, shared.Warning(EventFailedToUpdateTargetCapacity, fmt.Sprintf(
+				"RayCluster %s/%s keeps the serveConfigV2 it runs, which kray does not know in full (applied by an earlier kray, or over %d bytes): its target_capacity is left as it is",
+				o.Service.Namespace, name, MaxRecordedConfig)))
+			return false
+		}
 		d.Actions = append(d.Actions, Action{Kind: ApplyServe, Name: name, Config: want.Config, Capacity: want.Capacity})
 		return false
 	}
@@ -74,7 +82,7 @@ func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatu
 
 // sameServed reports whether a and b put the same config at the same target capacity.
 func sameServed(a, b Served) bool {
-	return a.Config == b.Config && ptr.Equal(a.Capacity, b.Capacity)
+	return a.hash() == b.hash() && ptr.Equal(a.Capacity, b.Capacity)
 }
 
 // servesCapacity reports whether Serve runs at capacity percent (nil and Serve's none both being 100%).
