@@ -82,6 +82,9 @@ func reconcileIncremental(o Observed, d *Decision, activeServes, pendingServes b
 		rollingBack := decideRollback(o, d)
 		if gatewayReady(o.Gateway) && routeReady(svc, o.HTTPRoute) {
 			step(o, d, &t, rollingBack, activeServes, pendingServes)
+			// The status holds the weights the route is given, so a route that loses them gets them back.
+			setTraffic(&st.ActiveServiceStatus, t.activeWeight, o.Now)
+			setTraffic(&st.PendingServiceStatus, t.pendingWeight, o.Now)
 		}
 		underWay = finish(o, d, t, rollingBack, activeServes, pendingServes)
 	}
@@ -90,23 +93,41 @@ func reconcileIncremental(o Observed, d *Decision, activeServes, pendingServes b
 }
 
 // observeTraffic reads the weights of the live route into the status (a weight that changed dates
-// lastTrafficMigratedTime now) and returns them with the capacities; a cluster the route does not name has
-// weight 100 when it is the active one, else 0.
+// lastTrafficMigratedTime now) and returns them with the capacities. A cluster the route does not name (a
+// route recreated mid-upgrade, or written by a promotion whose status write was lost) keeps the weight the
+// status holds; with none stored, 100 for the active cluster and 0 for the pending one. When the two weights
+// do not add up to 100, the status's are kept: traffic never jumps to a cluster whose capacity was not
+// raised for it.
 func observeTraffic(o Observed, st *rayv1.RayServiceStatuses, withPending bool) traffic {
 	a, p := &st.ActiveServiceStatus, &st.PendingServiceStatus
-	t := traffic{activeCapacity: percentOr(a.TargetCapacity, 100), pendingCapacity: percentOr(p.TargetCapacity, 0), activeWeight: 100}
-	aw, pw, hasA, hasP := routeWeights(o.HTTPRoute, a.RayClusterName, p.RayClusterName)
-	if hasA {
-		t.activeWeight = aw
-		setTraffic(a, aw, o.Now)
-	}
+	t := traffic{activeCapacity: percentOr(a.TargetCapacity, 100), pendingCapacity: percentOr(p.TargetCapacity, 0),
+		activeWeight: percentOr(a.TrafficRoutedPercent, 100)}
 	if withPending {
-		t.pendingWeight = 0
-		if hasP {
-			t.pendingWeight = pw
-			setTraffic(p, pw, o.Now)
-		}
+		t.pendingWeight = percentOr(p.TrafficRoutedPercent, 0)
 	}
+	aw, pw, hasA, hasP := routeWeights(o.HTTPRoute, a.RayClusterName, p.RayClusterName)
+	if !withPending {
+		if hasA {
+			t.activeWeight = aw
+			setTraffic(a, aw, o.Now)
+		}
+		return t
+	}
+	if !hasA {
+		aw = t.activeWeight
+	}
+	if !hasP {
+		pw = t.pendingWeight
+	}
+	if aw+pw != 100 {
+		if t.activeWeight+t.pendingWeight != 100 {
+			t.activeWeight = 100 - t.pendingWeight
+		}
+		return t
+	}
+	t.activeWeight, t.pendingWeight = aw, pw
+	setTraffic(a, aw, o.Now)
+	setTraffic(p, pw, o.Now)
 	return t
 }
 
@@ -142,9 +163,13 @@ func decideRollback(o Observed, d *Decision) bool {
 }
 
 // step makes at most one move of the upgrade (or rollback), only while the cluster gaining the traffic
-// serves (its applications run at the capacity asked, with a ready serve endpoint): traffic towards it, once
-// an interval passed since its last move, until its weight reaches its capacity; else a capacity step. The cluster losing the traffic gives up capacity only once the two add up to more than
-// 100; the one gaining it grows by maxSurgePercent otherwise.
+// serves (its applications run at the capacity asked): traffic towards it, once an interval passed since its
+// last move and while it has a ready serve endpoint, until its weight reaches its capacity; else a capacity
+// step. The cluster losing the traffic gives up capacity only once the two add up to more than 100, never
+// below its weight; the one gaining it grows by maxSurgePercent otherwise, once Serve has taken the losing
+// cluster's last cut. So at every step each cluster's capacity, in the status and on Serve, covers its
+// traffic, and the capacities Serve runs add up to at most 100 + maxSurgePercent. A cluster at capacity 0
+// runs no replica and so no proxy: its first capacity step needs no endpoint.
 func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendingServes bool) {
 	svc, st := o.Service, &d.Status
 	opts := upgradeOptions(svc)
@@ -156,10 +181,13 @@ func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendin
 		gain, lose = lose, gain
 		gainCap, loseCap, gainWeight, loseWeight, gainServes = loseCap, gainCap, loseWeight, gainWeight, activeServes
 	}
-	if !gainServes || serveEndpoints(o.Pods, gain.RayClusterName) == 0 {
+	if !gainServes {
 		return // traffic and capacity move only while the cluster gaining them serves at the capacity asked
 	}
 	if *gainWeight != *gainCap {
+		if serveEndpoints(o.Pods, gain.RayClusterName) == 0 {
+			return // traffic goes only where a serve endpoint is ready (Serve runs proxies where replicas run)
+		}
 		if last := gain.LastTrafficMigratedTime; last != nil && o.Now.Sub(last.Time) < interval {
 			d.wantRequeue(last.Add(interval).Sub(o.Now))
 			return
@@ -172,15 +200,33 @@ func step(o Observed, d *Decision, t *traffic, rollingBack, activeServes, pendin
 		return // done: the promotion (or the rollback's end) follows
 	}
 	var target *rayv1.RayServiceStatus
-	if *gainCap+*loseCap > 100 {
-		*loseCap, target = max(0, *loseCap-surge), lose
+	switch {
+	case *gainCap+*loseCap > 100:
+		// Never below the traffic the losing cluster still carries.
+		*loseCap, target = max(0, *loseCap-surge, *loseWeight), lose
 		target.TargetCapacity = ptr.To(*loseCap)
-	} else {
+	case !loseSettled(o, lose):
+		return // the losing cluster's Serve has not taken its last cut: raising the other would overshoot
+	default:
 		*gainCap, target = min(100, *gainCap+surge), gain
 		target.TargetCapacity = ptr.To(*gainCap)
 	}
 	d.Events = append(d.Events, shared.Normal(EventUpdatedServeTargetCapacity, fmt.Sprintf(
 		"Updated target_capacity of serve applications to %d%% on the RayCluster %s/%s", *target.TargetCapacity, svc.Namespace, target.RayClusterName)))
+}
+
+// loseSettled reports whether the cluster losing the traffic runs at the capacity the status asks of it,
+// whatever its applications' health: its Serve took that capacity from kray (recorded), or reports it; or
+// the cluster no longer serves at all.
+func loseSettled(o Observed, lose *rayv1.RayServiceStatus) bool {
+	want := percentOr(lose.TargetCapacity, 100)
+	if applied, ok := o.Applied[lose.RayClusterName]; ok && percentOr(applied.Capacity, 100) == want {
+		return true
+	}
+	if read := o.Serve[lose.RayClusterName]; read.Err == nil && read.Details != nil && servesCapacity(read.Details, ptr.To(want)) {
+		return true
+	}
+	return !podServes(headPod(o.Pods, lose.RayClusterName))
 }
 
 // finish promotes the pending cluster once it has all the traffic at capacity 100 and the active one runs
@@ -264,6 +310,13 @@ func incrementalMessage(o Observed, st *rayv1.RayServiceStatuses) string {
 		return msg + fmt.Sprintf("; waiting for Gateway %s/%s to be accepted and programmed by the controller of class %s", o.Service.Namespace, GatewayName(o.Service), upgradeOptions(o.Service).GatewayClassName)
 	case !routeReady(o.Service, o.HTTPRoute):
 		return msg + fmt.Sprintf("; waiting for HTTPRoute %s/%s to be accepted by its Gateway with its backends resolved", o.Service.Namespace, HTTPRouteName(o.Service))
+	}
+	gain := p
+	if meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RollbackInProgress)) {
+		gain = a
+	}
+	if percentOr(gain.TargetCapacity, 0) > percentOr(gain.TrafficRoutedPercent, 0) && serveEndpoints(o.Pods, gain.RayClusterName) == 0 {
+		return msg + fmt.Sprintf("; traffic waits for a ready serve endpoint of RayCluster %s (Serve runs its proxies where replicas run)", gain.RayClusterName)
 	}
 	return msg
 }

@@ -295,3 +295,182 @@ func TestIncrementalLeavingClusterKeepsItsConfig(t *testing.T) {
 		})
 	}
 }
+
+// withoutProxyAtZero labels the pending cluster's workers as Serve would leave them: a worker runs a Serve
+// proxy (and so serves) only where replicas run, and at target capacity 0 none does.
+func (w *world) withoutProxyAtZero() {
+	p := w.svc.Status.PendingServiceStatus
+	for i := range w.pods {
+		pod := &w.pods[i]
+		if p.RayClusterName == "" || pod.Labels[constants.LabelCluster] != p.RayClusterName || pod.Labels[constants.LabelNodeType] != constants.NodeTypeWorker {
+			continue
+		}
+		pod.Labels[constants.LabelServe] = fmt.Sprint(percentOr(p.TargetCapacity, 0) > 0)
+	}
+}
+
+// With excludeHeadPodFromServeSvc, a pending cluster at target capacity 0 has no serve endpoint (no replica,
+// so no proxy on its workers, and its head is left out): its first capacity step needs none, and the
+// upgrade ends on the new cluster.
+func TestIncrementalUpgradeWithHeadExcludedFromServe(t *testing.T) {
+	w, old := incrementalWorld(t, 50, 50, 1)
+	w.svc.Spec.ExcludeHeadPodFromServeSvc = true
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+	for i := 0; i < 100 && w.svc.Status.ActiveServiceStatus.RayClusterName == old; i++ {
+		w.settle(w.step(t))
+		w.withoutProxyAtZero()
+		w.now = w.now.Add(5 * time.Second)
+	}
+	if got := w.svc.Status.ActiveServiceStatus.RayClusterName; got == old {
+		t.Fatalf("still on %s: %+v", old, w.svc.Status.PendingServiceStatus)
+	}
+}
+
+// A route that no longer names a cluster mid-upgrade (recreated by someone, or written by a promotion whose
+// status write was lost) keeps the weights the status holds: traffic never jumps to a cluster whose capacity
+// was not raised for it.
+func TestIncrementalRouteWithoutClusterKeepsWeights(t *testing.T) {
+	t.Run("route recreated", func(t *testing.T) {
+		w, old := incrementalWorld(t, 50, 25, 1)
+		w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		w.upgradeUntil(t, func() bool {
+			_, pw, _, _ := routeWeights(w.route, old, w.svc.Status.PendingServiceStatus.RayClusterName)
+			return pw == 25
+		})
+		pending := w.svc.Status.PendingServiceStatus.RayClusterName
+		w.route = nil
+		w.settle(w.step(t))
+		if aw, pw, _, _ := routeWeights(w.route, old, pending); aw != 75 || pw != 25 {
+			t.Errorf("route made again with weights %d/%d, want the status's 75/25", aw, pw)
+		}
+	})
+	t.Run("promotion's status write lost", func(t *testing.T) {
+		w, old := incrementalWorld(t, 50, 50, 1)
+		w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+		var before *rayv1.RayService
+		w.upgradeUntil(t, func() bool {
+			if w.svc.Status.ActiveServiceStatus.RayClusterName != old {
+				return true
+			}
+			before = w.svc.DeepCopy()
+			return false
+		})
+		w.svc = before                                                             // the promotion's route was written, its status was not
+		w.serve[old] = ServeRead{Err: fmt.Errorf("the dashboard does not answer")} // so the promotion waits
+		d := w.step(t)
+		w.settle(d)
+		if aw, _, hasA, _ := routeWeights(w.route, old, ""); hasA && aw != 0 {
+			t.Errorf("after a lost promotion the route gives %d%% back to the old cluster at capacity %d", aw, percentOr(before.Status.ActiveServiceStatus.TargetCapacity, 100))
+		}
+	})
+}
+
+// Capacity covers traffic on Serve, not only in the status: while the losing cluster's Serve has not taken a
+// capacity cut (its PUT fails), the gaining cluster is not raised, so the capacities Serve runs never add up
+// to more than 100 + maxSurgePercent, and each cluster's capacity covers its weight at every step.
+func TestIncrementalCapacityCoversTrafficOnServe(t *testing.T) {
+	for _, rollback := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rollback=%v", rollback), func(t *testing.T) {
+			const surge = 50
+			w, old := incrementalWorld(t, surge, 25, 1)
+			w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+			if rollback {
+				w.upgradeUntil(t, func() bool {
+					_, pw, _, _ := routeWeights(w.route, old, w.svc.Status.PendingServiceStatus.RayClusterName)
+					return pw == 50
+				})
+				w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.46.0"
+			}
+			failed, steps := 0, 0
+			done := func() bool {
+				if rollback {
+					return w.svc.Status.PendingServiceStatus.RayClusterName == ""
+				}
+				return w.svc.Status.ActiveServiceStatus.RayClusterName != old && w.svc.Status.PendingServiceStatus.RayClusterName == ""
+			}
+			for i := 0; i < 200 && !done(); i++ {
+				steps++
+				d := w.step(t)
+				st := w.svc.Status
+				var kept []Action
+				for _, a := range d.Actions {
+					// Every cut of a capacity fails on Serve three times before it is taken.
+					if a.Kind == ApplyServe && a.Capacity != nil && w.serve[a.Name].Details != nil && w.serve[a.Name].Details.TargetCapacity != nil &&
+						float64(*a.Capacity) < *w.serve[a.Name].Details.TargetCapacity && failed < 3 {
+						failed++
+						continue
+					}
+					if a.Kind == ApplyServe {
+						failed = 0
+					}
+					kept = append(kept, a)
+				}
+				d.Actions = kept
+				w.settle(d)
+				var sum float64
+				for _, name := range []string{st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName} {
+					if r := w.serve[name]; r.Details != nil && r.Details.TargetCapacity != nil {
+						sum += *r.Details.TargetCapacity
+					}
+				}
+				if sum > 100+surge {
+					t.Fatalf("step %d: Serve runs capacities adding up to %.0f%%", i, sum)
+				}
+				aw, pw, _, _ := routeWeights(w.route, st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName)
+				for _, c := range []struct {
+					name   string
+					weight int32
+				}{{st.ActiveServiceStatus.RayClusterName, aw}, {st.PendingServiceStatus.RayClusterName, pw}} {
+					if r := w.serve[c.name]; r.Details != nil && r.Details.TargetCapacity != nil && *r.Details.TargetCapacity < float64(c.weight) {
+						t.Fatalf("step %d: %s carries %d%% of the traffic at capacity %.0f%% on Serve", i, c.name, c.weight, *r.Details.TargetCapacity)
+					}
+				}
+				w.now = w.now.Add(5 * time.Second)
+			}
+			if !done() || steps < 5 {
+				t.Fatalf("not done after %d steps: %+v", steps, w.svc.Status)
+			}
+		})
+	}
+}
+
+// Every surge and step size, with a rollback begun at every point of the upgrade: each cluster's capacity in
+// the status covers the traffic the route gives it, at every step.
+func TestIncrementalRollbackSweepKeepsCapacityOverTraffic(t *testing.T) {
+	for _, surge := range []int32{20, 25, 30, 50, 100} {
+		for _, stepSize := range []int32{10, 20, 25, 30, 50, 100} {
+			if stepSize > surge {
+				continue // refused: stepSizePercent must not exceed maxSurgePercent
+			}
+			for at := 1; at < 40; at++ {
+				w, old := incrementalWorld(t, surge, stepSize, 1)
+				w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.47.0"
+				check := func(when string) {
+					st := w.svc.Status
+					aw, pw, _, hasP := routeWeights(w.route, st.ActiveServiceStatus.RayClusterName, st.PendingServiceStatus.RayClusterName)
+					if ac := percentOr(st.ActiveServiceStatus.TargetCapacity, 100); ac < aw {
+						t.Fatalf("surge %d step %d rollback at %d, %s: active capacity %d under its weight %d", surge, stepSize, at, when, ac, aw)
+					}
+					if pc := percentOr(st.PendingServiceStatus.TargetCapacity, 0); hasP && pc < pw {
+						t.Fatalf("surge %d step %d rollback at %d, %s: pending capacity %d under its weight %d", surge, stepSize, at, when, pc, pw)
+					}
+				}
+				i := 0
+				for ; i < at && w.svc.Status.ActiveServiceStatus.RayClusterName == old; i++ {
+					w.settle(w.step(t))
+					check("forward")
+					w.now = w.now.Add(5 * time.Second)
+				}
+				if w.svc.Status.ActiveServiceStatus.RayClusterName != old {
+					break // promoted before this point: nothing left to roll back
+				}
+				w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.46.0"
+				for j := 0; j < 200 && w.svc.Status.PendingServiceStatus.RayClusterName != ""; j++ {
+					w.settle(w.step(t))
+					check("back")
+					w.now = w.now.Add(5 * time.Second)
+				}
+			}
+		}
+	}
+}
