@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
 
+	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
@@ -64,6 +65,11 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	nodes, lookupErr := gcsClient.Nodes(ctx)
 	now := r.now().Time
 	for _, p := range waiting {
+		if p.Status.PodIP == "" {
+			// Never started (unscheduled, or a gang member still pending): no Ray node can run in it.
+			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, 0, "it has no IP, so no Ray node"))
+			continue
+		}
 		if p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate && !s.updateRestarts(p) {
 			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoRestart, 0, "the update changes only its labels or annotations and restarts no container"))
 			continue
@@ -149,6 +155,24 @@ func (s *state) updateRestarts(p *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// drainWhileInvalid drains and releases the worker pods Kruise holds behind the drain hook while the spec is
+// invalid, since Kruise waits for kray whatever the spec says: with the spec's workerDrain, else, when only
+// its annotation copy is unreadable, with the default timeout.
+func (r *Reconciler) drainWhileInvalid(ctx context.Context, s *state) error {
+	held := false
+	for _, p := range s.children.podsMatching(drainWaitSelector(s.rc.Name)) {
+		held = held || p.DeletionTimestamp == nil
+	}
+	if !held {
+		return nil
+	}
+	if _, ok := s.rc.Annotations[constants.AnnotationWorkerDrain]; ok && s.effective.Spec.WorkerDrain == nil {
+		s.effective = s.effective.DeepCopy()
+		s.effective.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{}
+	}
+	return r.runPhase(ctx, s, phase{name: phaseWorkerDrain, run: r.reconcileDrains})
 }
 
 // drainSkipped says why held pods are released without a drain: workerDrain is off, the operator has no

@@ -14,6 +14,7 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -303,6 +304,7 @@ func TestDrainPhase(t *testing.T) {
 		started     time.Duration // since the drain started; 0: not started
 		record      string        // how the drain start was recorded: "" this hold and node n1, "legacy" without either, "stale" for an earlier hold, "none" without a node
 		metadata    bool          // the in-place update changes only labels
+		noIP        bool          // the pod never started
 		nodes       []ray.Node    // the GCS's nodes when not the pod's node n1 in status
 		wantDrain   bool
 		wantRelease bool
@@ -321,6 +323,7 @@ func TestDrainPhase(t *testing.T) {
 		{name: "start of an earlier in-place hold: a drain of its own", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning, started: 30 * time.Second, record: "stale", wantDrain: true},
 		{name: "older kray's start: node asked now", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "legacy", wantDrain: true},
 		{name: "no request reached the GCS: asked once it answers", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "none", wantDrain: true},
+		{name: "a pod that never started: released, no drain", drain: true, status: ray.NodeStatusRunning, noIP: true, wantRelease: true},
 		{name: "drained node gone, its restarted raylet a new node", drain: true, started: time.Second,
 			nodes: []ray.Node{{ID: []byte("n2"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}, wantRelease: true},
 		{name: "drained node dead, its restarted raylet a new node", drain: true, started: time.Second,
@@ -342,6 +345,14 @@ func TestDrainPhase(t *testing.T) {
 			pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
 			if tc.state != "" {
 				pod.Labels[constants.LabelKruiseLifecycleState] = tc.state
+			}
+			if tc.noIP {
+				pod.Status.PodIP = ""
+				if err := e.api.Status().Update(context.Background(), pod); err != nil {
+					t.Fatal(err)
+				}
+				pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+				pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
 			}
 			if tc.state == constants.KruiseStatePreparingUpdate && !tc.metadata {
 				pod.Spec.Containers[0].Image = "rayproject/ray:2.9.0" // the template moved on from it
@@ -644,4 +655,40 @@ func (w *overlapWriter) Create(ctx context.Context, obj client.Object, opts ...c
 	w.inFlight--
 	w.mu.Unlock()
 	return err
+}
+
+// A spec made invalid while Kruise holds a worker for its drain (an unreadable kray.io/worker-drain copy)
+// does not leave the pod held for ever: kray drains it with the default timeout and looks at it again.
+func TestDrainWhileSpecInvalid(t *testing.T) {
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	}).obj()
+	e := newEnv(t, rc)
+	gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
+	e.r.Ray = gcs
+	e.converge(rc)
+	pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+	pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingUpdate
+	pod.Spec.Containers[0].Image = "rayproject/ray:2.9.0"
+	if err := e.api.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.updateSpec(rc, func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerDrain = nil
+		rc.Annotations[constants.AnnotationWorkerDrain] = `{"timeoutSeconds": "soon"}`
+	})
+	_, res, err := e.reconcile(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gcs.drained) != 1 || res.RequeueAfter == 0 {
+		t.Errorf("%d drain requests, requeue after %s: want the held pod drained and looked at again", len(gcs.drained), res.RequeueAfter)
+	}
+	cur := &rayv1.RayCluster{}
+	if err := e.api.Get(context.Background(), client.ObjectKeyFromObject(rc), cur); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(cur.Status.Conditions, "RayClusterSpecValid"); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("conditions %+v: want the spec reported invalid", cur.Status.Conditions)
+	}
 }

@@ -202,6 +202,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			s.warn(EventInvalidSpec, "The RayCluster spec is invalid %s/%s: %v", rc.Namespace, rc.Name, rejected)
 		}
 		obs.SyncError = failures
+	} else {
+		obs.SyncError = r.drainWhileInvalid(ctx, s)
 	}
 	var statusErr error
 	if !deferStatus(s, obs) {
@@ -295,6 +297,8 @@ func (r *Reconciler) result(s *state, obs status.Observed, statusErr error) (ctr
 		return ctrl.Result{}, errors.Join(obs.SyncError, statusErr)
 	case conflict:
 		return ctrl.Result{RequeueAfter: shared.ConflictRetry}, nil
+	case obs.InvalidSpec != nil && s.requeueAfter > 0:
+		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil // pods held for a drain are looked at again
 	case obs.InvalidSpec != nil:
 		// An invalid spec is reported, not retried: the next spec change triggers a new reconcile.
 		return ctrl.Result{}, nil
