@@ -148,13 +148,14 @@ func decideRollback(o Observed, d *Decision) bool {
 	rolling := meta.IsStatusConditionTrue(st.Conditions, string(rayv1.RollbackInProgress))
 	pending := o.Clusters[st.PendingServiceStatus.RayClusterName]
 	active := o.Clusters[st.ActiveServiceStatus.RayClusterName]
+	reverted := specChange(active, svc) == unchanged // before the pending cluster: its spec plus groups may read as an append
 	switch {
-	case specChange(pending, svc) != replaced:
+	case !reverted && specChange(pending, svc) != replaced:
 		meta.RemoveStatusCondition(&st.Conditions, string(rayv1.RollbackInProgress))
 		return false
 	case rolling:
 		return true
-	case specChange(active, svc) == unchanged:
+	case reverted:
 		setCondition(st, svc, rayv1.RollbackInProgress, metav1.ConditionTrue, rayv1.DesiredClusterSpecChanged, msgRollbackReverted, o.Now)
 	default:
 		setCondition(st, svc, rayv1.RollbackInProgress, metav1.ConditionTrue, rayv1.DesiredClusterSpecChanged, msgRollbackChanged, o.Now)

@@ -474,3 +474,39 @@ func TestIncrementalRollbackSweepKeepsCapacityOverTraffic(t *testing.T) {
 		}
 	}
 }
+
+// A spec that goes back to the active cluster's after an upgrade that removed its last worker group rolls
+// back: the pending cluster's spec plus that group reads as "groups appended", but the spec is the active
+// cluster's, so nothing is added to the pending cluster and the active one keeps the RayService.
+func TestIncrementalRevertAfterRemovingAGroupRollsBack(t *testing.T) {
+	w := newWorld(service(stepwise(50, 25, 1), func(s *rayv1.RayService) {
+		g := s.Spec.RayClusterSpec.WorkerGroupSpecs[0]
+		g.GroupName = "large"
+		s.Spec.RayClusterSpec.WorkerGroupSpecs = append(s.Spec.RayClusterSpec.WorkerGroupSpecs, *g.DeepCopy())
+	}))
+	w.gate, w.clusterSvcs = true, map[string]*corev1.Service{}
+	w.upgradeUntil(t, func() bool { return w.route != nil && w.svc.Status.ActiveServiceStatus.RayClusterName != "" })
+	old := w.svc.Status.ActiveServiceStatus.RayClusterName
+	groups := w.svc.Spec.RayClusterSpec.WorkerGroupSpecs
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs = groups[:1]
+	w.upgradeUntil(t, func() bool {
+		_, pw, _, _ := routeWeights(w.route, old, w.svc.Status.PendingServiceStatus.RayClusterName)
+		return pw == 25
+	})
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.svc.Spec.RayClusterSpec.WorkerGroupSpecs = groups // back
+	d := w.step(t)
+	if c := condition(w.svc.Status, rayv1.RollbackInProgress); c == nil || c.Status != metav1.ConditionTrue || c.Message != msgRollbackReverted {
+		t.Fatalf("RollbackInProgress %+v, actions %v", c, kinds(d))
+	}
+	for _, a := range d.Actions {
+		if a.Kind == UpdateCluster && a.Name == pending {
+			t.Errorf("the pending cluster %s was updated in place towards the active cluster's spec", pending)
+		}
+	}
+	w.settle(d)
+	w.upgradeUntil(t, func() bool { return w.svc.Status.PendingServiceStatus.RayClusterName == "" })
+	if got := w.svc.Status.ActiveServiceStatus.RayClusterName; got != old {
+		t.Errorf("active %s after the revert, want %s", got, old)
+	}
+}

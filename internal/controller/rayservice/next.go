@@ -164,6 +164,9 @@ func reconcileClusters(o Observed, d *Decision) {
 		d.Actions = append(d.Actions, Action{Kind: CreateCluster, Name: name, Cluster: want})
 		return
 	}
+	if pending && stepwise && specChange(o.Clusters[st.ActiveServiceStatus.RayClusterName], svc) == unchanged {
+		return // the spec went back to the active cluster's: a rollback (reconcileIncremental), not an update
+	}
 	switch specChange(rc, svc) {
 	case inPlace, workersInPlace:
 		d.Actions = append(d.Actions, Action{Kind: UpdateCluster, Name: name, Cluster: rebuilt(svc, rc)})
