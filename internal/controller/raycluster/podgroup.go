@@ -7,17 +7,21 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/builder"
 )
 
 // reconcilePodGroup keeps the PodGroup a cluster's gang is scheduled by (scheduler-plugins' or Volcano's):
 // created before the cluster's workloads, its size following the pods the cluster wants (scale changes,
-// suspended groups), and deleted while the cluster is suspended. A PodGroup of that name the cluster does
-// not control is never adopted or changed: the workloads wait, and a Warning says whose it is.
+// suspended groups), and deleted while the cluster is suspended. A PodGroup that KubeRay made for the cluster
+// (owned by it, controlled by nothing) is adopted; any other of that name the cluster does not control is
+// never adopted or changed: the workloads wait, and a Warning says whose it is.
 func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 	name := s.options.Scheduling.PodGroupName(s.effective)
 	if name == "" || s.options.Scheduling.Scheduler != r.BatchScheduler {
@@ -54,7 +58,15 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 			return fmt.Errorf("read PodGroup %s, whose create found it existing: %w", key.Name, err)
 		}
 	}
-	if !ownedBy(live, s.rc) {
+	switch {
+	case ownedBy(live, s.rc):
+	case madeForCluster(live, s.rc):
+		if err := r.adoptPodGroup(ctx, live, desired, s); err != nil {
+			s.warn(EventFailedToWritePodGroup, "Failed to adopt PodGroup %s/%s: %v", key.Namespace, key.Name, err)
+			return fmt.Errorf("adopt PodGroup %s: %w", key.Name, err)
+		}
+		s.normal(EventUpdatedPodGroup, "Adopted PodGroup %s/%s, which KubeRay made for this RayCluster", key.Namespace, key.Name)
+	default:
 		s.warn(EventFailedToWritePodGroup, "PodGroup %s/%s exists and is not controlled by this RayCluster: kray neither uses nor changes it, and the cluster's pods wait for it", key.Namespace, key.Name)
 		return notOwnedError("PodGroup", key.Name)
 	}
@@ -71,5 +83,47 @@ func (r *Reconciler) reconcilePodGroup(ctx context.Context, s *state) error {
 		return fmt.Errorf("update PodGroup %s: %w", key.Name, err)
 	}
 	s.normal(EventUpdatedPodGroup, "Updated PodGroup %s/%s: %d pods (was %d)", key.Namespace, key.Name, members, liveMembers)
+	return nil
+}
+
+// madeForCluster reports whether obj, controlled by nothing, names rc (by UID) among its owners: a PodGroup
+// KubeRay made for the cluster (its owner reference is not a controller's).
+func madeForCluster(obj metav1.Object, rc *rayv1.RayCluster) bool {
+	if metav1.GetControllerOfNoCopy(obj) != nil {
+		return false
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == rc.UID && ref.Kind == "RayCluster" {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptPodGroup makes rc the controller of live, a PodGroup made for it, and gives it desired's labels so that
+// the operator's cache holds it; the write fails if live changed since it was read.
+func (r *Reconciler) adoptPodGroup(ctx context.Context, live, desired client.Object, s *state) error {
+	adopted := live.DeepCopyObject().(client.Object)
+	refs := adopted.GetOwnerReferences()
+	for i := range refs {
+		if refs[i].UID == s.rc.UID {
+			refs[i].Controller, refs[i].BlockOwnerDeletion = ptr.To(true), ptr.To(true)
+		}
+	}
+	adopted.SetOwnerReferences(refs)
+	labels := adopted.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range desired.GetLabels() {
+		labels[k] = v
+	}
+	adopted.SetLabels(labels)
+	if err := r.Writer.Patch(ctx, adopted, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	live.SetOwnerReferences(adopted.GetOwnerReferences())
+	live.SetLabels(adopted.GetLabels())
+	live.SetResourceVersion(adopted.GetResourceVersion())
 	return nil
 }

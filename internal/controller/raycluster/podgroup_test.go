@@ -161,3 +161,27 @@ func TestSchedulingIsFixedAtCreation(t *testing.T) {
 		t.Errorf("head template %q %v", sts.Spec.Template.Spec.SchedulerName, sts.Spec.Template.Labels)
 	}
 }
+
+// The PodGroup KubeRay made for a cluster it ran (an owner reference with the cluster's UID, not a
+// controller's) is adopted: kray becomes its controller, labels it for its cache, sizes it, and the
+// cluster's workloads are created.
+func TestKubeRaysPodGroupIsAdopted(t *testing.T) {
+	rc := gangCluster()
+	rc.UID = "uid-g"
+	kuberays := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "g", UID: rc.UID}}},
+		Spec: schedv1alpha1.PodGroupSpec{MinMember: 1}}
+	e := gangEnv(t, rc, kuberays)
+	writes, _, err := e.reconcile(rc)
+	if err != nil {
+		t.Fatalf("err = %v (writes %v)", err, writes)
+	}
+	got := e.podGroup("g")
+	if !metav1.IsControlledBy(got, rc) || got.Labels[constants.LabelCluster] != "g" || got.Spec.MinMember != 3 {
+		t.Errorf("PodGroup %+v: want it controlled by the cluster, labelled, 3 pods", got)
+	}
+	if !slices.Contains(writes, "create StatefulSet/"+names.HeadStatefulSet("g")) {
+		t.Errorf("writes %v: want the workloads created", writes)
+	}
+	e.converge(rc)
+}
