@@ -185,8 +185,23 @@ func drainSkipped(s *state, haveRay bool) string {
 		return "the operator has no Ray client"
 	case spec.ClusterSuspended(s.effective):
 		return "the cluster is being suspended"
+	case !spec.FTEnabled(s.effective) && headGoing(s):
+		// Without GCS fault tolerance every Ray node goes with the head's GCS (a Recreate upgrade replaces
+		// the head beside the workers): there is nothing left to drain.
+		return "the head pod is being replaced and the cluster has no GCS fault tolerance, so its Ray nodes go with the head"
 	}
 	return ""
+}
+
+// headGoing reports whether the cluster's head pod is gone or being deleted.
+func headGoing(s *state) bool {
+	sel := labels.SelectorFromSet(builder.HeadSelector(s.rc))
+	for _, p := range s.children.podsMatching(sel) {
+		if p.DeletionTimestamp == nil && !scale.IsDead(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // startDrain begins the drain of the pod's current hold: it asks the GCS to drain the pod's node and records

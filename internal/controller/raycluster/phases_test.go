@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -690,5 +691,40 @@ func TestDrainWhileSpecInvalid(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(cur.Status.Conditions, "RayClusterSpecValid"); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("conditions %+v: want the spec reported invalid", cur.Status.Conditions)
+	}
+}
+
+// A worker held while the head pod is replaced (a Recreate upgrade replaces both at once) is released without a
+// drain when the cluster has no GCS fault tolerance, since its Ray node goes with the head's GCS; with GCS
+// fault tolerance the node outlives the head, so it is drained.
+func TestDrainWhileHeadIsReplaced(t *testing.T) {
+	for _, ft := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ft=%v", ft), func(t *testing.T) {
+			rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+				rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+				if ft {
+					rc.Annotations = map[string]string{constants.AnnotationFTEnabled: "true"}
+				}
+			}).obj()
+			e := newEnv(t, rc)
+			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
+			e.r.Ray = gcs
+			e.converge(rc)
+			head := e.get(&corev1.Pod{}, "c-head-0").(*corev1.Pod)
+			if err := e.api.Delete(context.Background(), head); err != nil {
+				t.Fatal(err)
+			}
+			pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+			pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
+			if err := e.api.Update(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			e.mustReconcile(rc)
+			pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
+			_, hooked := pod.Labels[constants.LabelDrainHook]
+			if drained := len(gcs.drained) > 0; drained != ft || hooked != ft {
+				t.Errorf("drain requested %v, still held %v; want both %v", drained, hooked, ft)
+			}
+		})
 	}
 }
