@@ -3,6 +3,7 @@ package scale
 import (
 	"encoding/json"
 	"slices"
+	"time"
 
 	appspub "github.com/openkruise/kruise-api/apps/pub"
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ func DeadPods(pods []corev1.Pod, uid types.UID) []*corev1.Pod {
 // ExitedUnderNever returns the running pods whose template asked for restartPolicy Never (recorded by the
 // builder in an annotation) and whose Ray container has exited: KubeRay would delete them, so kray does, and
 // the workload replaces them with a fresh pod. A restart that Kruise's in-place update made on purpose (a new
-// image) is not an exit.
+// image) is not an exit, nor the end of a raylet that kray drained.
 func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
@@ -55,11 +56,22 @@ func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
 func exited(p *corev1.Pod, cs corev1.ContainerStatus) bool {
 	switch {
 	case cs.State.Terminated != nil:
-		return true
+		return !endedByDrain(p, cs.State.Terminated)
 	case cs.RestartCount == 0:
 		return false
 	}
-	return !RestartedForInPlaceUpdate(p, cs)
+	return !RestartedForInPlaceUpdate(p, cs) && !endedByDrain(p, cs.LastTerminationState.Terminated)
+}
+
+// drainClockSkew is how much earlier than kray's recorded drain start a run may end and still be taken for
+// the drain's end: the two times come from different clocks (the kubelet's and the operator's).
+const drainClockSkew = 10 * time.Second
+
+// endedByDrain says whether the run ended after kray asked Ray to drain the pod's node (kray.io/drain-started):
+// Ray's raylet exits once drained and idle, so that end is the drain's, not a failure.
+func endedByDrain(p *corev1.Pod, run *corev1.ContainerStateTerminated) bool {
+	started, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationDrainStarted])
+	return err == nil && run != nil && !run.FinishedAt.Time.Before(started.Add(-drainClockSkew))
 }
 
 // RestartedForInPlaceUpdate says whether the container's last run is the one that Kruise's latest in-place

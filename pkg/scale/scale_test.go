@@ -168,6 +168,9 @@ func TestHygiene(t *testing.T) {
 			p.Annotations[appspub.InPlaceUpdateStateKey] = string(raw)
 		}
 	}
+	drainStarted := func(sec int) func(p *corev1.Pod) {
+		return func(p *corev1.Pod) { p.Annotations[constants.AnnotationDrainStarted] = at(sec).Format(time.RFC3339) }
+	}
 	lastRun := func(started, finished int) func(p *corev1.Pod) {
 		return func(p *corev1.Pod) {
 			p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 143, StartedAt: at(started), FinishedAt: at(finished)}
@@ -182,6 +185,9 @@ func TestHygiene(t *testing.T) {
 		pod("never-started-as-update-began", never, restarted, updatedInPlace("ray"), lastRun(10, 12)),
 		pod("never-other-container-updated", never, restarted, updatedInPlace("sidecar"), lastRun(0, 11)),
 		pod("never-no-last-state", never, restarted, updatedInPlace("ray")),
+		pod("never-drained", never, restarted, drainStarted(8), lastRun(0, 9)),
+		pod("never-drained-skewed-clocks", never, restarted, drainStarted(12), lastRun(0, 9)),
+		pod("never-exited-before-drain", never, restarted, drainStarted(40), lastRun(0, 9)),
 		pod("failed", phase(corev1.PodFailed)),
 		pod("succeeded", phase(corev1.PodSucceeded)),
 		pod("failed-terminating", phase(corev1.PodFailed), terminating()),
@@ -201,7 +207,7 @@ func TestHygiene(t *testing.T) {
 		t.Errorf("DeadPods (-want +got):\n%s", diff)
 	}
 	want := []string{"never-new-image-exited", "never-exited-before-update", "never-started-as-update-began",
-		"never-other-container-updated", "never-no-last-state", "never-exited", "never-restarted"}
+		"never-other-container-updated", "never-no-last-state", "never-exited-before-drain", "never-exited", "never-restarted"}
 	if diff := cmp.Diff(want, never2); diff != "" {
 		t.Errorf("ExitedUnderNever (-want +got):\n%s", diff)
 	}
