@@ -62,7 +62,7 @@ test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integratio
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
-	go test $(GO_TEST_FLAGS) ./api/... ./internal/... ./pkg/... ./cmd/... ./hack/... ./test/install/...
+	go test $(GO_TEST_FLAGS) ./api/... ./internal/... ./pkg/... ./cmd/... ./hack/... ./test/install/... ./test/kind/...
 
 FUZZ_TIME ?= 15s
 .PHONY: test-fuzz

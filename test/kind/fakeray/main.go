@@ -1,21 +1,27 @@
 // Command fakeray is the `ray` of the kind e2e suite's Ray image: the commands kray's pods run, answered as Ray
 // answers them, without Ray.
 //
-//	ray start --head [--port=6379] [--dashboard-port=8265] [--dashboard-agent-listen-port=52365] [--block]
-//	ray start --address=HOST:PORT [--dashboard-agent-listen-port=52365] [--block]
+//	ray start --head [--port=6379] [--dashboard-port=8265] [--dashboard-agent-listen-port=52365] [--node-manager-port=6380] [--block]
+//	ray start --address=HOST:PORT [--dashboard-agent-listen-port=52365] [--node-manager-port=6380] [--block]
 //	ray health-check --address HOST:PORT
 //	ray job submit --address URL [--submission-id ID] [--no-wait] [options] -- ENTRYPOINT...
 //	ray job status --address URL ID
 //	ray job logs --address URL [--follow] ID
 //	ray stop
+//	ray kuberay-autoscaler --cluster-name NAME --cluster-namespace NS
 //
-// `ray start --head` serves the GCS port (gRPC: the health check and the autoscaler state service kray calls
-// to drain), the dashboard (GET /api/gcs_healthz, the Job API under /api/jobs/) and the dashboard agent's
-// /api/local_raylet_healthz and /api/healthz. A worker's `ray start` first waits for its head's GCS, as a
-// raylet registers before it serves, then serves the agent's endpoints. Both block until SIGTERM, with
+// `ray start --head` serves the GCS port (gRPC: the health check, the node table raylets register in, and the
+// autoscaler state service kray calls to list and drain nodes), the dashboard (GET /api/gcs_healthz, the Job
+// API under /api/jobs/) and the dashboard agent's /api/local_raylet_healthz and /api/healthz. Every node's
+// `ray start` runs a raylet that registers with the GCS under a new node ID (the head's too), and a worker's
+// first waits for its head's GCS. As in Ray: a node kray drains is DRAINING, its raylet exits once idle (at
+// once: nothing runs here) and `ray start` with it, the GCS lists the node DEAD after the live ones, and the
+// restarted container registers a new node under the same pod name; a raylet whose GCS does not answer for
+// RAY_gcs_rpc_server_reconnect_timeout_s (60) exits too. Both block until SIGTERM, with
 // --block or without (a container whose command returns would restart), and end as a process the signal
 // killed. A job's entrypoint really runs,
-// with /bin/sh -c in the head container, and its status and logs are what it did.
+// with /bin/sh -c in the head container, and its status and logs are what it did. `ray kuberay-autoscaler`, the
+// autoscaler sidecar's command, runs until SIGTERM and decides nothing, so autoscaling clusters become ready.
 package main
 
 import (
@@ -46,6 +52,8 @@ func run(args []string) int {
 		return jobCommand(args[1], args[2:])
 	case "stop":
 		return 0
+	case "kuberay-autoscaler":
+		return idle()
 	case "--version", "version":
 		fmt.Println("ray, version fake (kray kind e2e)")
 		return 0

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/kray-project/kray/pkg/ray"
 )
@@ -36,44 +34,87 @@ const (
 // process killed by the signal (128+15), and a kubelet that stops the container records a failure.
 const exitSIGTERM = 128 + 15
 
-// start runs `ray start`: the head's servers or a worker's, until SIGTERM or SIGINT.
+// exitRayletDied is how `ray start --block` ends when one of its Ray processes exits: a drained raylet, or
+// one that lost its GCS for good.
+const exitRayletDied = 1
+
+// start runs `ray start`: the head's servers or a worker's, until SIGTERM or SIGINT, or until the node's raylet
+// exits (drained, or its GCS gone for the reconnect timeout).
 func start(f flags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	errs := make(chan error, 3)
+	return startUntil(ctx, f)
+}
+
+// startUntil is start, ending as a SIGTERM would when ctx ends.
+func startUntil(ctx context.Context, f flags) int {
+	errs := make(chan error, 4)
+	gcsAddress := f.get("address", "")
 	if f.values["head"] == "true" {
-		gcs, err := net.Listen("tcp", ":"+f.get("port", defaultGCSPort))
+		port := f.get("port", defaultGCSPort)
+		lis, err := net.Listen("tcp", ":"+port)
 		if err != nil {
 			return fail(err)
 		}
-		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(gcsHandler))
-		go func() { errs <- server.Serve(gcs) }()
+		g := &gcs{}
+		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))
+		go func() { errs <- server.Serve(lis) }()
 		defer server.Stop()
+		go g.checkHealth(ctx)
 		d := newDashboard()
 		go func() { errs <- serve(ctx, ":"+f.get("dashboard-port", defaultDashboardPort), d) }()
+		gcsAddress = "127.0.0.1:" + port
 		fmt.Println("Ray runtime started (fake head).")
 	} else {
-		address := f.get("address", "")
-		if address == "" {
+		if gcsAddress == "" {
 			return fail(fmt.Errorf("ray start needs --head or --address"))
 		}
 		// A raylet registers with the GCS before it serves: wait for the head.
-		for !checkAlive(ctx, address) {
+		for !checkAlive(ctx, gcsAddress) {
 			select {
 			case <-ctx.Done():
 				return exitSIGTERM
 			case <-time.After(time.Second):
 			}
 		}
-		fmt.Printf("Ray runtime started (fake worker of %s).\n", address)
+		fmt.Printf("Ray runtime started (fake worker of %s).\n", gcsAddress)
 	}
+	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), instanceID(), errs)
+	if err != nil {
+		return fail(err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		watchGCS(ctx, gcsAddress)
+		close(lost)
+	}()
 	go func() { errs <- serve(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{}) }()
 	select {
 	case <-ctx.Done():
 		return exitSIGTERM
+	case <-r.drained:
+		// Ray's raylet exits once drained and idle, and `ray start --block` with it.
+		r.unregister()
+		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: drained\n", r.id)
+		return exitRayletDied
+	case <-lost:
+		if ctx.Err() != nil {
+			return exitSIGTERM
+		}
+		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: the GCS at %s did not answer\n", r.id, gcsAddress)
+		return exitRayletDied
 	case err := <-errs:
 		return fail(err)
 	}
+}
+
+// idle runs until SIGTERM or SIGINT and ends as `ray start` does.
+func idle() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	fmt.Println("Ray autoscaler started (fake: it makes no decisions).")
+	<-ctx.Done()
+	return exitSIGTERM
 }
 
 func fail(err error) int {
@@ -92,25 +133,6 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 		return err
 	}
 	return nil
-}
-
-// gcsHandler answers the GCS calls the fake knows with Ray's empty (default) replies: alive, no nodes, and
-// every drain accepted. Any other method is Unimplemented, as on a GCS without that service.
-func gcsHandler(_ any, stream grpc.ServerStream) error {
-	method, _ := grpc.MethodFromServerStream(stream)
-	var req []byte
-	if err := stream.RecvMsg(&req); err != nil {
-		return err
-	}
-	switch method {
-	case methodCheckAliveHeartbeat, methodCheckAliveNodeInfo:
-		return stream.SendMsg([]byte{})
-	case ray.MethodGetClusterResourceState:
-		return stream.SendMsg(ray.EncodeNodes(nil))
-	case ray.MethodDrainNode:
-		return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
-	}
-	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
 // checkAlive reports whether the GCS at address answers its health check within two seconds.

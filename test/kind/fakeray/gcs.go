@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// The calls between the fake's head and its workers. Ray's raylet registers with the GCS and the GCS forwards a
+// drain to the raylet (NodeManagerService.DrainRaylet); kray never sees these calls, so they carry only what
+// the fake needs: the node ID (field 1), the instance ID, the pod name as in KubeRay's RAY_CLOUD_INSTANCE_ID
+// (field 2), and the raylet's address (field 3).
+const (
+	methodRegisterNode   = "/ray.rpc.NodeInfoGcsService/RegisterNode"
+	methodUnregisterNode = "/ray.rpc.NodeInfoGcsService/UnregisterNode"
+	methodDrainRaylet    = "/ray.rpc.NodeManagerService/DrainRaylet"
+)
+
+// defaultRayletPort is the port the fake raylet serves DrainRaylet and gRPC health on unless
+// --node-manager-port names one (Ray picks a random port).
+const defaultRayletPort = "6380"
+
+// Ray's GCS health check of raylets (health_check_period_ms, health_check_failure_threshold), shortened so
+// that a raylet that is gone is DEAD within seconds.
+const (
+	healthCheckPeriod    = time.Second
+	healthCheckThreshold = 3
+)
+
+// nodeIDLen is the length of a Ray NodeID.
+const nodeIDLen = 28
+
+// gcsNode is one node of the fake GCS's node table.
+type gcsNode struct {
+	id         []byte
+	instanceID string
+	address    string // the raylet's host:port
+	registered time.Time
+	draining   bool
+	dead       bool
+	misses     int
+}
+
+// gcs is the fake head's GCS: the node table raylets register in, the autoscaler state service kray calls,
+// and the health check that marks a raylet that stopped answering DEAD.
+type gcs struct {
+	mu    sync.Mutex
+	nodes []*gcsNode
+}
+
+// handle answers one GCS call: the health check of `ray health-check`, raylet registration, and the
+// autoscaler state service (GetClusterResourceState, DrainNode). Any other method is Unimplemented.
+func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	var req []byte
+	if err := stream.RecvMsg(&req); err != nil {
+		return err
+	}
+	switch method {
+	case methodCheckAliveHeartbeat, methodCheckAliveNodeInfo:
+		return stream.SendMsg([]byte{})
+	case methodRegisterNode:
+		n := decodeNode(req)
+		g.mu.Lock()
+		n.registered = time.Now()
+		g.nodes = append(g.nodes, n)
+		g.mu.Unlock()
+		fmt.Printf("GCS: node %x registered (instance %s, raylet %s)\n", n.id, n.instanceID, n.address)
+		return stream.SendMsg([]byte{})
+	case methodUnregisterNode:
+		id := decodeNode(req).id
+		g.mu.Lock()
+		if n := g.find(id); n != nil {
+			n.dead = true
+		}
+		g.mu.Unlock()
+		fmt.Printf("GCS: node %x unregistered\n", id)
+		return stream.SendMsg([]byte{})
+	case ray.MethodGetClusterResourceState:
+		return stream.SendMsg(ray.EncodeNodes(g.nodeStates()))
+	case ray.MethodDrainNode:
+		return g.drain(stream, req)
+	}
+	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+}
+
+// nodeStates lists the nodes as GetClusterResourceState does: the live ones first, then the dead ones. A
+// node being drained is DRAINING; a live one runs no work here, so it is IDLE since it registered.
+func (g *gcs) nodeStates() []ray.Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var alive, dead []ray.Node
+	for _, n := range g.nodes {
+		s := ray.Node{ID: n.id, InstanceID: n.instanceID, IP: hostOf(n.address)}
+		switch {
+		case n.dead:
+			s.Status = ray.NodeStatusDead
+			dead = append(dead, s)
+			continue
+		case n.draining:
+			s.Status = ray.NodeStatusDraining
+		default:
+			s.Status, s.Idle = ray.NodeStatusIdle, time.Since(n.registered)
+		}
+		alive = append(alive, s)
+	}
+	return append(alive, dead...)
+}
+
+// drain answers DrainNode: a node that is dead or unknown is accepted (nothing to drain); a live one is
+// asked to drain through its raylet, whose answer is the reply.
+func (g *gcs) drain(stream grpc.ServerStream, req []byte) error {
+	r, err := ray.DecodeDrainRequest(req)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	g.mu.Lock()
+	n := g.find(r.NodeID)
+	var address string
+	if n != nil && !n.dead {
+		address = n.address
+	}
+	g.mu.Unlock()
+	if address == "" {
+		return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
+	}
+	ctx, cancel := context.WithTimeout(stream.Context(), 5*time.Second)
+	defer cancel()
+	if err := call(ctx, address, methodDrainRaylet, req); err != nil {
+		return status.Errorf(codes.Unavailable, "raylet %s: %v", address, err)
+	}
+	g.mu.Lock()
+	n.draining = true
+	g.mu.Unlock()
+	fmt.Printf("GCS: node %x draining (%s)\n", r.NodeID, r.Message)
+	return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
+}
+
+func (g *gcs) find(id []byte) *gcsNode {
+	for _, n := range g.nodes {
+		if string(n.id) == string(id) {
+			return n
+		}
+	}
+	return nil
+}
+
+// checkHealth marks DEAD every live node whose raylet failed healthCheckThreshold checks in a row, until ctx ends.
+func (g *gcs) checkHealth(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(healthCheckPeriod):
+		}
+		g.mu.Lock()
+		var live []*gcsNode
+		for _, n := range g.nodes {
+			if !n.dead {
+				live = append(live, n)
+			}
+		}
+		g.mu.Unlock()
+		for _, n := range live {
+			ok := healthy(ctx, n.address)
+			g.mu.Lock()
+			if ok {
+				n.misses = 0
+			} else if n.misses++; n.misses >= healthCheckThreshold {
+				n.dead = true
+				fmt.Printf("GCS: node %x is dead (its raylet does not answer)\n", n.id)
+			}
+			g.mu.Unlock()
+		}
+	}
+}
+
+// methodHealthCheck is gRPC's health check, which Ray's GCS calls on each raylet.
+const methodHealthCheck = "/grpc.health.v1.Health/Check"
+
+// servingReply is grpc.health.v1.HealthCheckResponse{status: SERVING}.
+var servingReply = protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1)
+
+// healthy reports whether the raylet at address answers its health check SERVING within a second.
+func healthy(ctx context.Context, address string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	reply, err := callReply(ctx, address, methodHealthCheck, []byte{})
+	return err == nil && string(reply) == string(servingReply)
+}
+
+// call makes one raw call to address.
+func call(ctx context.Context, address, method string, req []byte) error {
+	_, err := callReply(ctx, address, method, req)
+	return err
+}
+
+// callReply makes one raw call to address and returns the reply.
+func callReply(ctx context.Context, address, method string, req []byte) ([]byte, error) {
+	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var reply []byte
+	err = conn.Invoke(ctx, method, req, &reply)
+	return reply, err
+}
+
+// newNodeID is a random Ray NodeID: a raylet gets a new one at every start.
+func newNodeID() []byte {
+	id := make([]byte, nodeIDLen)
+	_, _ = rand.Read(id)
+	return id
+}
+
+// hostOf is the host of a host:port address.
+func hostOf(address string) string {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return address
+	}
+	return host
+}
+
+func encodeNode(n *gcsNode) []byte {
+	var b []byte
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, n.id)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendString(b, n.instanceID)
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	return protowire.AppendString(b, n.address)
+}
+
+func decodeNode(b []byte) *gcsNode {
+	n := &gcsNode{}
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 || typ != protowire.BytesType {
+			return n
+		}
+		b = b[l:]
+		v, l := protowire.ConsumeBytes(b)
+		if l < 0 {
+			return n
+		}
+		b = b[l:]
+		switch num {
+		case 1:
+			n.id = append([]byte(nil), v...)
+		case 2:
+			n.instanceID = string(v)
+		case 3:
+			n.address = string(v)
+		}
+	}
+	return n
+}
