@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -24,23 +25,24 @@ func freePort(t *testing.T) string {
 // startNode runs `ray start` with args until the test ends, and returns its exit code's channel.
 func startNode(t *testing.T, instance string, args ...string) <-chan int {
 	t.Helper()
-	t.Setenv("RAY_CLOUD_INSTANCE_ID", instance)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := parseFlags(args)
 	done := make(chan int, 1)
-	go func() { done <- startUntil(ctx, f) }()
+	go func() { done <- startUntil(ctx, f, instance) }()
 	return done
 }
 
 // kray's own GCS client against the fake: a worker registers as an IDLE node under its pod name; a drain makes
-// it DRAINING, its raylet exits and `ray start` ends with 1, and the node is listed DEAD after the live ones.
+// it DRAINING, its raylet exits (the node is listed DEAD, after the live ones, and the agent's raylet health
+// fails) while `ray start` goes on; a restarted container registers a new node under the same pod name.
 func TestDrainedRayletExits(t *testing.T) {
 	gcsPort := freePort(t)
 	startNode(t, "head-0", "--head", "--port="+gcsPort, "--dashboard-port="+freePort(t),
 		"--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	address := "127.0.0.1:" + gcsPort
-	worker := startNode(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	agentPort := freePort(t)
+	worker := startNode(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+agentPort, "--node-manager-port="+freePort(t))
 	client, err := (&ray.GRPCDialer{}).Dial(address, "")
 	if err != nil {
 		t.Fatal(err)
@@ -50,27 +52,21 @@ func TestDrainedRayletExits(t *testing.T) {
 		nodes, err := client.Nodes(context.Background())
 		n, ok := ray.FindNode(nodes, "worker-a", "")
 		node = n
-		return err == nil && ok && len(nodes) == 2 && n.Status == ray.NodeStatusIdle
+		return err == nil && ok && len(nodes) == 2 && n.Status == ray.NodeStatusIdle && rayletHealthy(agentPort)
 	})
 	reply, err := client.Drain(context.Background(), node.ID, "test", time.Now().Add(time.Minute))
 	if err != nil || !reply.Accepted {
 		t.Fatalf("drain: %+v, %v", reply, err)
 	}
+	waitFor(t, func() bool {
+		nodes, _ := client.Nodes(context.Background())
+		got, ok := ray.FindNodeByID(nodes, node.ID)
+		return ok && got.Status == ray.NodeStatusDead && nodes[len(nodes)-1].Status == ray.NodeStatusDead && !rayletHealthy(agentPort)
+	})
 	select {
 	case code := <-worker:
-		if code != exitRayletDied {
-			t.Errorf("ray start ended with %d, want %d", code, exitRayletDied)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the drained raylet did not exit")
-	}
-	nodes, err := client.Nodes(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := ray.FindNodeByID(nodes, node.ID)
-	if !ok || got.Status != ray.NodeStatusDead || nodes[len(nodes)-1].Status != ray.NodeStatusDead {
-		t.Errorf("nodes after the drain %+v: want the worker's DEAD, last", nodes)
+		t.Fatalf("ray start ended with %d after the drain; Ray's goes on blocking", code)
+	case <-time.After(time.Second):
 	}
 	// The container restarts: a new raylet registers a new node under the same pod name.
 	startNode(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
@@ -79,6 +75,49 @@ func TestDrainedRayletExits(t *testing.T) {
 		n, ok := ray.FindNode(nodes, "worker-a", "")
 		return ok && string(n.ID) != string(node.ID) && n.Status == ray.NodeStatusIdle
 	})
+	// A drain of a dead node is accepted, as Ray's GCS does.
+	if reply, err := client.Drain(context.Background(), node.ID, "again", time.Now().Add(time.Minute)); err != nil || !reply.Accepted {
+		t.Errorf("drain of a dead node: %+v, %v", reply, err)
+	}
+}
+
+// rayletHealthy reports whether the agent on port says its raylet is healthy.
+func rayletHealthy(port string) bool {
+	resp, err := http.Get("http://127.0.0.1:" + port + "/api/local_raylet_healthz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// A worker whose GCS stops answering exits with 1 once RAY_gcs_rpc_server_reconnect_timeout_s has passed, as
+// Ray's raylet does (and `ray start --block` with it).
+func TestRayletWithoutGCSExits(t *testing.T) {
+	t.Setenv(envGCSReconnectTimeout, "2")
+	gcsPort := freePort(t)
+	headCtx, stopHead := context.WithCancel(context.Background())
+	head := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
+		"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
+	headDone := make(chan int, 1)
+	go func() { headDone <- startUntil(headCtx, head, "head-0") }()
+	worker := startNode(t, "worker-b", "--address=127.0.0.1:"+gcsPort, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	client, _ := (&ray.GRPCDialer{}).Dial("127.0.0.1:"+gcsPort, "")
+	waitFor(t, func() bool {
+		nodes, _ := client.Nodes(context.Background())
+		_, ok := ray.FindNode(nodes, "worker-b", "")
+		return ok
+	})
+	stopHead()
+	<-headDone
+	select {
+	case code := <-worker:
+		if code != exitRayletDied {
+			t.Errorf("ray start ended with %d, want %d", code, exitRayletDied)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the raylet without a GCS did not exit")
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {

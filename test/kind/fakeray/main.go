@@ -15,9 +15,10 @@
 // API under /api/jobs/) and the dashboard agent's /api/local_raylet_healthz and /api/healthz. Every node's
 // `ray start` runs a raylet that registers with the GCS under a new node ID (the head's too), and a worker's
 // first waits for its head's GCS. As in Ray: a node kray drains is DRAINING, its raylet exits once idle (at
-// once: nothing runs here) and `ray start` with it, the GCS lists the node DEAD after the live ones, and the
-// restarted container registers a new node under the same pod name; a raylet whose GCS does not answer for
-// RAY_gcs_rpc_server_reconnect_timeout_s (60) exits too. Both block until SIGTERM, with
+// once: nothing runs here) with status 0, which `ray start --block` expects, so the container runs on with no
+// raylet and its agent's raylet health fails; the GCS lists the node DEAD after the live ones, and a container
+// restarted later registers a new node under the same pod name. A raylet whose GCS does not answer for
+// RAY_gcs_rpc_server_reconnect_timeout_s (60) exits with 1, and `ray start` with it. Both block until SIGTERM, with
 // --block or without (a container whose command returns would restart), and end as a process the signal
 // killed. A job's entrypoint really runs,
 // with /bin/sh -c in the head container, and its status and logs are what it did. `ray kuberay-autoscaler`, the

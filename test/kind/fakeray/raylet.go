@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,12 +24,15 @@ const (
 )
 
 // raylet is one node's fake raylet: registered with its GCS under a node ID of its own, answering the GCS's
-// health checks and DrainRaylet. Drained, it exits once idle, and it never runs work here, so at once.
+// health checks and DrainRaylet. Drained, it exits once idle (Ray's raylet unregisters and exits 0), and it
+// never runs work here, so at once.
 type raylet struct {
 	id         []byte
 	gcsAddress string
 	address    string
-	drained    chan struct{}
+	server     *grpc.Server
+	mu         sync.Mutex
+	gone       bool
 }
 
 // startRaylet serves the raylet on port and registers it with the GCS at gcsAddress, under instanceID.
@@ -37,16 +41,20 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs 
 	if err != nil {
 		return nil, err
 	}
-	r := &raylet{id: newNodeID(), gcsAddress: gcsAddress, address: net.JoinHostPort(ip, port), drained: make(chan struct{})}
+	r := &raylet{id: newNodeID(), gcsAddress: gcsAddress, address: net.JoinHostPort(ip, port)}
 	lis, err := net.Listen("tcp", ":"+port)
 	if err != nil {
 		return nil, err
 	}
-	server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(r.handle))
-	go func() { errs <- server.Serve(lis) }()
+	r.server = grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(r.handle))
+	go func() {
+		if err := r.server.Serve(lis); err != nil { // nil once stopped: the drained raylet's exit
+			errs <- err
+		}
+	}()
 	go func() {
 		<-ctx.Done()
-		server.Stop()
+		r.server.Stop()
 	}()
 	n := &gcsNode{id: r.id, instanceID: instanceID, address: r.address}
 	if err := call(ctx, gcsAddress, methodRegisterNode, encodeNode(n)); err != nil {
@@ -67,21 +75,35 @@ func (r *raylet) handle(_ any, stream grpc.ServerStream) error {
 	case methodHealthCheck:
 		return stream.SendMsg(servingReply)
 	case methodDrainRaylet:
-		select {
-		case <-r.drained:
-		default:
-			close(r.drained)
-		}
+		// A preemption drain is always accepted; the raylet, idle, shuts down right after answering.
+		go r.exit()
 		return stream.SendMsg([]byte{})
 	}
 	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
-// unregister tells the GCS the raylet is going, as a raylet that exits on its own does.
-func (r *raylet) unregister() {
+// exit shuts the drained raylet down as Ray's does: it unregisters from the GCS and stops serving.
+func (r *raylet) exit() {
+	r.mu.Lock()
+	if r.gone {
+		r.mu.Unlock()
+		return
+	}
+	r.gone = true
+	r.mu.Unlock()
+	time.Sleep(100 * time.Millisecond) // the DrainRaylet reply goes out first
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = call(ctx, r.gcsAddress, methodUnregisterNode, encodeNode(&gcsNode{id: r.id}))
+	r.server.Stop()
+	fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: drained\n", r.id)
+}
+
+// exited reports whether the raylet has shut down.
+func (r *raylet) exited() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone
 }
 
 // watchGCS returns when the GCS has not answered for the reconnect timeout, or when ctx ends.

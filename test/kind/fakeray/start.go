@@ -34,20 +34,21 @@ const (
 // process killed by the signal (128+15), and a kubelet that stops the container records a failure.
 const exitSIGTERM = 128 + 15
 
-// exitRayletDied is how `ray start --block` ends when one of its Ray processes exits: a drained raylet, or
-// one that lost its GCS for good.
+// exitRayletDied is how `ray start --block` ends when one of its Ray processes exits with a code it does not
+// expect: a raylet that lost its GCS for good (Ray's _Exit(EXIT_FAILURE)). A drained raylet exits with 0,
+// which `ray start --block` expects: it keeps blocking, with no raylet.
 const exitRayletDied = 1
 
 // start runs `ray start`: the head's servers or a worker's, until SIGTERM or SIGINT, or until the node's raylet
-// exits (drained, or its GCS gone for the reconnect timeout).
+// fails (its GCS gone for the reconnect timeout). A drained raylet exits, and `ray start` goes on blocking.
 func start(f flags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return startUntil(ctx, f)
+	return startUntil(ctx, f, instanceID())
 }
 
-// startUntil is start, ending as a SIGTERM would when ctx ends.
-func startUntil(ctx context.Context, f flags) int {
+// startUntil is start for the node of that instance ID, ending as a SIGTERM would when ctx ends.
+func startUntil(ctx context.Context, f flags, instance string) int {
 	errs := make(chan error, 4)
 	gcsAddress := f.get("address", "")
 	if f.values["head"] == "true" {
@@ -79,7 +80,7 @@ func startUntil(ctx context.Context, f flags) int {
 		}
 		fmt.Printf("Ray runtime started (fake worker of %s).\n", gcsAddress)
 	}
-	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), instanceID(), errs)
+	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), instance, errs)
 	if err != nil {
 		return fail(err)
 	}
@@ -88,15 +89,12 @@ func startUntil(ctx context.Context, f flags) int {
 		watchGCS(ctx, gcsAddress)
 		close(lost)
 	}()
-	go func() { errs <- serve(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{}) }()
+	go func() {
+		errs <- serve(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{raylet: r})
+	}()
 	select {
 	case <-ctx.Done():
 		return exitSIGTERM
-	case <-r.drained:
-		// Ray's raylet exits once drained and idle, and `ray start --block` with it.
-		r.unregister()
-		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: drained\n", r.id)
-		return exitRayletDied
 	case <-lost:
 		if ctx.Err() != nil {
 			return exitSIGTERM
@@ -162,12 +160,17 @@ func healthCheck(f flags) int {
 	return 0
 }
 
-// agent is the dashboard agent's HTTP server on every node: the raylet health kray's probes read.
-type agent struct{}
+// agent is the dashboard agent's HTTP server on every node: the raylet health kray's probes read, failing once
+// the node's raylet has exited (drained).
+type agent struct{ raylet *raylet }
 
-func (agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/local_raylet_healthz", "/api/healthz":
+		if a.raylet.exited() {
+			http.Error(w, "the raylet is not running", http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("success"))
 	default:
 		http.NotFound(w, r)
