@@ -319,7 +319,16 @@ app_images() {
   CURRENT+=("${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${ray}")
   RAY_IMAGES=()
   for v in ${RAY_VERSIONS}; do
-    docker tag "${ray}" "rayproject/ray:${v}"
+    # An image of its own per version (a label: the layers are shared), as Ray's releases are: Kruise tells
+    # that an in-place image update is done by the container's new image ID.
+    local vctx="${BUILD_DIR}/ray-${v}"
+    rm -rf "${vctx}" && mkdir -p "${vctx}"
+    printf 'FROM %s
+LABEL io.ray.version=%s
+' "${ray}" "${v}" >"${vctx}/Dockerfile"
+    build_image "${ray}-${v}" "${vctx}"
+    docker tag "${ray}-${v}" "rayproject/ray:${v}"
+    CURRENT+=("${ray}-${v}")
     RAY_IMAGES+=("rayproject/ray:${v}")
   done
 }

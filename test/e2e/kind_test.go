@@ -62,7 +62,7 @@ func kindRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
 	}
 	container := func(name string, storage bool) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: name, Image: "rayproject/ray:2.46.0", ImagePullPolicy: corev1.PullIfNotPresent, Resources: small(storage),
+			Name: name, Image: "rayproject/ray:2.46.0", Resources: small(storage),
 		}}}}
 	}
 	return &rayv1.RayCluster{

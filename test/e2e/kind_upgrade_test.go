@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/internal/kuberayref"
+)
+
+// kindUpgradeImage is the image the kind upgrade tests move to: another tag of the suite's Ray image, already on
+// the node.
+const kindUpgradeImage = "rayproject/ray:2.52.0"
+
+// fitKindNode lowers the CPU and memory of every container of rc to what one kind node holds beside the
+// control plane; nothing else of the manifest changes.
+func fitKindNode(rc *rayv1.RayCluster) {
+	fit := func(tmpl *corev1.PodTemplateSpec) {
+		for i := range tmpl.Spec.Containers {
+			tmpl.Spec.Containers[i].Resources = corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			}
+		}
+	}
+	fit(&rc.Spec.HeadGroupSpec.Template)
+	for i := range rc.Spec.WorkerGroupSpecs {
+		fit(&rc.Spec.WorkerGroupSpecs[i].Template)
+	}
+}
+
+// podEvents returns "reason: message" of the kubelet's events about the cluster's pods.
+func podEvents(g Gomega, rc *rayv1.RayCluster) []string {
+	list, err := clientset.CoreV1().Events(rc.Namespace).List(context.Background(), metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Pod" && strings.HasPrefix(e.InvolvedObject.Name, rc.Name+"-") {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
+}
+
+// KubeRay's v1.7 sample as users apply it, with no imagePullPolicy: its pods start from the image already on the
+// node (the API server's IfNotPresent for a tagged image), never asking a registry; with Kruise's defaulting
+// (Always) they stayed in ImagePullBackOff, as no registry is reachable here.
+func TestKindKubeRaySampleBecomesReady(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := &rayv1.RayCluster{}
+	g.Expect(kuberayref.Sample("ray-cluster.sample.yaml", "RayCluster", rc)).To(Succeed())
+	rc.Namespace = kindNamespace(t)
+	fitKindNode(rc)
+	create(t, rc)
+	waitKindReady(t, rc, 1)
+	for _, p := range clusterPods(g, rc) {
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			g.Expect(c.ImagePullPolicy).To(Equal(corev1.PullIfNotPresent), "pod %s container %s", p.Name, c.Name)
+		}
+	}
+	events := podEvents(g, rc)
+	g.Expect(events).To(ContainElement(ContainSubstring("already present on machine")))
+	g.Expect(events).NotTo(ContainElement(HavePrefix("Pulling:")))
+	expectOperatorNeverForbidden(t)
+}
+
+// An image change under RollingUpdate with workerDrain, where every pod asks for restartPolicy Never (the
+// workers explicitly, the head through autoscaler v2): Kruise updates each pod in place, the kubelet restarts
+// its containers (restart count 1), and kray reads that restart as the update, not as an exit: the same pods
+// run the new image and none is deleted.
+func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := kindRayCluster(kindNamespace(t), "never", 2)
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+	rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2)}
+	rc.Spec.WorkerGroupSpecs[0].Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	create(t, rc)
+	waitKindReady(t, rc, 2)
+	before := uids(clusterPods(g, rc))
+	g.Expect(before).To(HaveLen(3))
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = kindUpgradeImage
+		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = kindUpgradeImage
+	})
+	g.Eventually(func(g Gomega) {
+		pods := clusterPods(g, rc)
+		g.Expect(uids(pods)).To(Equal(before), "the same pods, updated in place")
+		for _, p := range pods {
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == p.Spec.Containers[0].Name {
+					g.Expect(cs.Image).To(HaveSuffix(strings.TrimPrefix(kindUpgradeImage, "rayproject/")), "pod %s runs the new image", p.Name)
+					g.Expect(cs.RestartCount).To(Equal(int32(1)), "pod %s: the kubelet restarted its Ray container once, for the update", p.Name)
+				}
+			}
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	// Reconciles after the update see the restart counts; none may take them for exits.
+	g.Consistently(func(g Gomega) {
+		g.Expect(uids(clusterPods(g, rc))).To(Equal(before))
+	}, 10*time.Second, time.Second).Should(Succeed())
+	_, deleted := ledger.counts(t, rc)
+	g.Expect(deleted).To(BeZero())
+	g.Expect(eventCount(g, rc, raycluster.EventDeletedWorkerPod)).To(BeZero())
+	g.Expect(eventCount(g, rc, raycluster.EventDeletedHeadPod)).To(BeZero())
+	expectOperatorNeverForbidden(t)
+}
+
+// rayContainerStatus is the status of the pod's Ray container (its first).
+func rayContainerStatus(p *corev1.Pod) corev1.ContainerStatus {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == p.Spec.Containers[0].Name {
+			return cs
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+// Under RollingUpdate with workerDrain, on real kubelets and the fake Ray's GCS (whose drained raylet exits, as
+// Ray's does): a change of the workers' labels restarts nothing and drains nothing; a change of their image
+// drains each worker's Ray node once, releases it once that node is DEAD, and updates the same pod in place
+// (one container restart). The head is left alone by both.
+func TestKindRollingUpdateDrainsOnlyWhatRestarts(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := kindRayCluster(kindNamespace(t), "drain", 2)
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](300)}
+	create(t, rc)
+	waitKindReady(t, rc, 2)
+	before := uids(clusterPods(g, rc))
+	head := headPod(g, rc)
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].Template.Labels = map[string]string{"team": "blue"}
+	})
+	g.Eventually(func(g Gomega) {
+		for _, p := range workerPods(g, rc, "workergroup") {
+			g.Expect(p.Labels).To(HaveKeyWithValue("team", "blue"), "pod %s relabelled in place", p.Name)
+			g.Expect(p.Labels).To(HaveKeyWithValue("lifecycle.apps.kruise.io/state", "Normal"))
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+			g.Expect(rayContainerStatus(&p).RestartCount).To(BeZero(), "pod %s: nothing restarted", p.Name)
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	g.Expect(uids(clusterPods(g, rc))).To(Equal(before))
+	g.Expect(eventCount(g, rc, raycluster.EventDrainingWorker)).To(BeZero(), "a label change drains nothing")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainedWorker)).To(HaveLen(2))
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainedWorker)).To(HaveEach(ContainSubstring("restarts no container")))
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = kindUpgradeImage
+	})
+	g.Eventually(func(g Gomega) {
+		for _, p := range workerPods(g, rc, "workergroup") {
+			cs := rayContainerStatus(&p)
+			g.Expect(cs.Image).To(HaveSuffix("ray:2.52.0"), "pod %s runs the new image", p.Name)
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+			g.Expect(cs.RestartCount).To(Equal(int32(1)), "pod %s: one restart, the update's", p.Name)
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "the same pods, updated in place")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(2), "one drain per worker")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainedWorker)).To(ContainElements(
+		MatchRegexp(`released to be updated in place: its Ray node [0-9a-f]+ (is DEAD|has left the cluster)`),
+		MatchRegexp(`released to be updated in place: its Ray node [0-9a-f]+ (is DEAD|has left the cluster)`)))
+	g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeZero())
+	g.Expect(eventCount(g, rc, raycluster.EventDrainFailed)).To(BeZero())
+	now := headPod(g, rc)
+	g.Expect(now.UID).To(Equal(head.UID))
+	g.Expect(rayContainerStatus(now).RestartCount).To(BeZero(), "the head is left alone")
+	expectOperatorNeverForbidden(t)
+}
