@@ -180,9 +180,10 @@ func incrementalSample(t *testing.T, ns string, interval, surge, step int32) *ra
 // KubeRay v1.7's ray-service.incremental-upgrade.yaml (stepSizePercent 10, maxSurgePercent 10; its
 // intervalSeconds of 30 cut to 1) upgrades incrementally through its Gateway: the HTTPRoute moves the
 // traffic 10 points at a time to the new cluster, never more than its Serve target capacity, which rises 10
-// points at a time while the two capacities never add up to more than 110; the operator SIGKILLed mid-way
-// resumes from the stored state without a second new cluster; at the end the new cluster has all the
-// traffic, the head Service, and the old cluster is gone.
+// points at a time while the two capacities never add up to more than 110; the operator SIGKILLed at three
+// points resumes each time from the stored state without a second new cluster, and never puts the new
+// serveConfigV2 on the old cluster; at the end the new cluster has all the traffic, the head Service, and the
+// old cluster is gone.
 func TestRayServiceIncrementalUpgrade(t *testing.T) {
 	needFakeDashboard(t)
 	needGatewayAPI(t)
@@ -201,16 +202,24 @@ func TestRayServiceIncrementalUpgrade(t *testing.T) {
 	g.Expect(dash.serve.capacities(ns, old)).To(ContainElement(100.0), "the first cluster is put at target capacity 100")
 
 	splits := watchSplits(t, svc)
+	oldConfig := svc.Spec.ServeConfigV2
+	newConfig := strings.Replace(oldConfig, "price: 4", "price: 5", 1)
+	g.Expect(newConfig).NotTo(Equal(oldConfig))
 	updateService(t, svc, func(s *rayv1.RayService) {
 		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.52.0"
+		s.Spec.ServeConfigV2 = newConfig
 	})
 	t.Cleanup(func() { hack(t, "operator.sh", "start") })
-	g.Eventually(func(g Gomega) {
-		st := getService(g, svc).Status
-		g.Expect(ptr.Deref(st.PendingServiceStatus.TrafficRoutedPercent, 0)).To(BeNumerically(">=", 30))
-	}, serviceTimeout, poll).Should(Succeed())
-	hack(t, "operator.sh", "kill")
-	hack(t, "operator.sh", "start")
+	// The operator SIGKILLed at several steps of the upgrade: each new one knows what each cluster runs only
+	// from what the last one recorded.
+	for _, at := range []int32{20, 50, 80} {
+		g.Eventually(func(g Gomega) {
+			st := getService(g, svc).Status
+			g.Expect(ptr.Deref(st.PendingServiceStatus.TrafficRoutedPercent, 0)).To(BeNumerically(">=", at))
+		}, serviceTimeout, poll).Should(Succeed())
+		hack(t, "operator.sh", "kill")
+		hack(t, "operator.sh", "start")
+	}
 
 	var cur *rayv1.RayService
 	g.Eventually(func(g Gomega) {
@@ -245,6 +254,12 @@ func TestRayServiceIncrementalUpgrade(t *testing.T) {
 	}
 	g.Expect(distinct(dash.serve.capacities(ns, next))).To(Equal(steps(0, 100, 10)), "the new cluster's target capacities put")
 	g.Expect(distinct(dash.serve.capacities(ns, old))).To(Equal(steps(100, 0, 10)), "the old cluster's target capacities put")
+	for _, put := range dash.serve.puts(ns, old) {
+		g.Expect(put).NotTo(ContainSubstring(`"price":5`), "the old cluster was put the new config: %s", put)
+	}
+	for _, put := range dash.serve.puts(ns, next) {
+		g.Expect(put).To(ContainSubstring(`"price":5`), "the new cluster was put another config: %s", put)
+	}
 
 	g.Eventually(func(g Gomega) {
 		refs := httpRoute(g, svc).Spec.Rules[0].BackendRefs
