@@ -135,6 +135,10 @@ bench-start-delay: ## The same with pods that take 10 s +- 5 s to start; writes 
 bench-pod-webhook: ## The same with Kruise's pod webhooks on, as in a default Kruise install; writes docs/bench/pod-webhook/.
 	hack/bench/bench.sh -kruise-pod-webhook -out=docs/bench/pod-webhook -report=docs/bench/pod-webhook/report.md $(BENCH_ARGS)
 
+.PHONY: bench-kind-upgrade
+bench-kind-upgrade: ## The same image change on real kubelets (kind): kray's RollingUpdate with workerDrain and Recreate vs KubeRay's Recreate; writes docs/bench/kind-upgrade.md.
+	hack/bench/kind-upgrade.sh
+
 .PHONY: bench-growth
 bench-growth: ## kray vs KubeRay creating 100, 300 and 1,000 clusters, a fresh cluster each; writes docs/bench/growth/ and a section of docs/benchmarks.md.
 	hack/bench/bench.sh -growth=100,300,1000 -operators=kray,kuberay $(BENCH_ARGS)

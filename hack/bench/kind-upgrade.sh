@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# hack/bench/kind-upgrade.sh (make bench-kind-upgrade) measures the same image change of a 1-head, 4-worker
+# RayCluster on real kubelets: kray's RollingUpdate with workerDrain, kray's Recreate and KubeRay's Recreate, one
+# after the other on one kind cluster (hack/kind.sh), and writes docs/bench/kind-upgrade.md. KubeRay's operator
+# is built static from its module at KUBERAY_VERSION into an image of its own, on the kind cluster's distroless
+# base; it runs while kray's Deployment is scaled to 0.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../versions.env
+source "${ROOT}/hack/versions.env"
+MODULE="github.com/ray-project/kuberay/ray-operator"
+BIN_DIR="${ROOT}/bin/tools/kuberay-static-${KUBERAY_VERSION}"
+REPORT="${ROOT}/docs/bench/kind-upgrade.md"
+
+log() { printf '[bench-kind-upgrade] %s\n' "$*" >&2; }
+
+trap '"${ROOT}/hack/kind.sh" down >/dev/null 2>&1 || true' EXIT
+"${ROOT}/hack/kind.sh" up
+eval "$("${ROOT}/hack/kind.sh" env)"
+
+if [[ ! -x "${BIN_DIR}/ray-operator" ]]; then
+  log "building KubeRay ${KUBERAY_VERSION} (static) into ${BIN_DIR}"
+  mkdir -p "${BIN_DIR}"
+  (cd / && CGO_ENABLED=0 GOBIN="${BIN_DIR}" GOFLAGS=-mod=mod go install -trimpath -ldflags "-s -w" "${MODULE}@${KUBERAY_VERSION}")
+fi
+module_dir="$(cd / && GOFLAGS=-mod=mod go mod download -json "${MODULE}@${KUBERAY_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+ctx="${ROOT}/.kind/build/kuberay"
+rm -rf "${ctx}" && mkdir -p "${ctx}"
+cp "${BIN_DIR}/ray-operator" "${ctx}/manager"
+printf 'FROM gcr.io/distroless/static:nonroot\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n' >"${ctx}/Dockerfile"
+image="kray.local/kuberay-operator:${KUBERAY_VERSION}"
+DOCKER_BUILDKIT=0 docker build -q --network host -t "${image}" "${ctx}" >/dev/null
+"${ROOT}/bin/kind" load docker-image --name "${KRAY_KIND_CLUSTER:-kray}" "${image}" >&2
+
+mkdir -p "$(dirname "${REPORT}")"
+cd "${ROOT}"
+KUBECONFIG="${ROOT}/.local/kind/kubeconfig" KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external KRAY_BENCH_KIND_UPGRADE=1 \
+  KRAY_BENCH_KUBERAY_IMAGE="${image}" KRAY_BENCH_KUBERAY_VERSION="${KUBERAY_VERSION}" \
+  KRAY_BENCH_KUBERAY_ROLE="${module_dir}/config/rbac/role.yaml" KRAY_BENCH_REPORT="${REPORT}" \
+  KRAY_BENCH_KRUISE_VERSION="${KRUISE_VERSION}" \
+  go test ./test/e2e -count=1 -v -timeout 40m -run '^TestUpgradeBenchOnKind$'
+log "wrote ${REPORT}"
