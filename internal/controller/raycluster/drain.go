@@ -63,56 +63,68 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 		gcsClient = failedClient{tokenErr}
 	}
 	nodes, lookupErr := gcsClient.Nodes(ctx)
-	now := r.now().Time
+	g := gcsView{client: gcsClient, address: gcs, nodes: nodes, lookupErr: lookupErr, now: r.now().Time, timeout: timeout}
 	for _, p := range waiting {
-		if p.Status.PodIP == "" {
-			// Never started (unscheduled, or a gang member still pending): no Ray node can run in it.
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, 0, "it has no IP, so no Ray node"))
-			continue
-		}
-		if p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate && !s.updateRestarts(p) {
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoRestart, 0, "the update changes only its labels or annotations and restarts no container"))
-			continue
-		}
-		rec, ok := recordedDrain(p)
-		if !ok {
-			errs = append(errs, r.startDrain(ctx, s, p, gcsClient, gcs, nodes, lookupErr, now.Add(timeout)))
-			s.retryAfter(drainPoll)
-			continue
-		}
-		took := now.Sub(rec.started)
-		if !now.Before(rec.started.Add(timeout)) {
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainTimedOut, took, fmt.Sprintf("its Ray node did not drain within %s", timeout)))
-			continue
-		}
-		if lookupErr != nil {
-			s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
-			continue
-		}
-		if rec.node != nil {
-			// The node asked to drain decides, not a node that the pod's restarted raylet registered since.
-			switch node, found := ray.FindNodeByID(nodes, rec.node); {
-			case !found:
-				errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x has left the cluster", rec.node)))
-			case node.Drained():
-				errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x is %s", rec.node, node.Status)))
-			default:
-				s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
-			}
-			continue
-		}
-		switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
-		case !found:
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, took, "Ray reports no node for it"))
-		case node.Drained():
-			errs = append(errs, r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node is %s", node.Status)))
-		default:
-			// No drain request reached the GCS when this hold began (it did not answer): ask now, once.
-			errs = append(errs, r.requestDrain(ctx, s, p, gcsClient, gcs, node, rec.started.Add(timeout)))
-			s.retryAfter(min(drainPoll, rec.started.Add(timeout).Sub(now)))
-		}
+		errs = append(errs, r.drainHeld(ctx, s, p, g))
 	}
 	return errors.Join(errs...)
+}
+
+// gcsView is what one reconcile knows of a cluster's GCS for its drains: the client, the nodes it listed (or
+// why it could not), the reconcile's time and the drain timeout.
+type gcsView struct {
+	client    ray.Client
+	address   string
+	nodes     []ray.Node
+	lookupErr error
+	now       time.Time
+	timeout   time.Duration
+}
+
+// drainHeld moves the drain of one held pod a step: it releases a pod that cannot run a Ray node or whose
+// update restarts nothing, starts the drain of a new hold, and releases the pod once the node asked is
+// drained or gone, Ray has no node for it, or the timeout passed.
+func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g gcsView) error {
+	if p.Status.PodIP == "" {
+		// Never started (unscheduled, or a gang member still pending): no Ray node can run in it.
+		return r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, 0, "it has no IP, so no Ray node")
+	}
+	if p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate && !s.updateRestarts(p) {
+		return r.releaseDrainHook(ctx, s, p, metrics.DrainNoRestart, 0, "the update changes only its labels or annotations and restarts no container")
+	}
+	rec, ok := recordedDrain(p)
+	if !ok {
+		s.retryAfter(drainPoll)
+		return r.startDrain(ctx, s, p, g)
+	}
+	took, deadline := g.now.Sub(rec.started), rec.started.Add(g.timeout)
+	switch {
+	case !g.now.Before(deadline):
+		return r.releaseDrainHook(ctx, s, p, metrics.DrainTimedOut, took, fmt.Sprintf("its Ray node did not drain within %s", g.timeout))
+	case g.lookupErr != nil:
+		s.retryAfter(min(drainPoll, deadline.Sub(g.now)))
+		return nil
+	case rec.node != nil:
+		// The node asked to drain decides, not a node that the pod's restarted raylet registered since.
+		switch node, found := ray.FindNodeByID(g.nodes, rec.node); {
+		case !found:
+			return r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x has left the cluster", rec.node))
+		case node.Drained():
+			return r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node %x is %s", rec.node, node.Status))
+		}
+		s.retryAfter(min(drainPoll, deadline.Sub(g.now)))
+		return nil
+	}
+	node, found := ray.FindNode(g.nodes, p.Name, p.Status.PodIP)
+	switch {
+	case !found:
+		return r.releaseDrainHook(ctx, s, p, metrics.DrainNoNode, took, "Ray reports no node for it")
+	case node.Drained():
+		return r.releaseDrainHook(ctx, s, p, metrics.DrainDrained, took, fmt.Sprintf("its Ray node is %s", node.Status))
+	}
+	// No drain request reached the GCS when this hold began (it did not answer): ask now, once.
+	s.retryAfter(min(drainPoll, deadline.Sub(g.now)))
+	return r.requestDrain(ctx, s, p, g, node, deadline)
 }
 
 // drainRecord is what kray recorded in a held pod about the drain of its current hold.
@@ -207,19 +219,19 @@ func headGoing(s *state) bool {
 // startDrain begins the drain of the pod's current hold: it asks the GCS to drain the pod's node and records
 // the start, the hold and the node asked in the pod, whatever the answer: the timeout counts from the first
 // attempt.
-func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, nodes []ray.Node, lookupErr error, deadline time.Time) error {
+func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, g gcsView) error {
 	record := shared.Meta{Annotations: map[string]*string{
 		constants.AnnotationDrainStarted: ptr.To(r.now().Format(time.RFC3339)),
 		constants.AnnotationDrainHold:    ptr.To(holdOf(p)),
 		constants.AnnotationDrainNode:    nil,
 	}}
-	switch node, found := ray.FindNode(nodes, p.Name, p.Status.PodIP); {
-	case lookupErr != nil:
-		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, releasing it after the timeout: %v", p.Name, gcs, lookupErr)
+	switch node, found := ray.FindNode(g.nodes, p.Name, p.Status.PodIP); {
+	case g.lookupErr != nil:
+		s.warn(EventDrainFailed, "Worker pod %s: cannot reach Ray GCS %s to drain its node, releasing it after the timeout: %v", p.Name, g.address, g.lookupErr)
 	case !found:
 		s.normal(EventDrainingWorker, "Worker pod %s: Ray reports no node for it; nothing to drain", p.Name)
 	default:
-		r.sendDrain(ctx, s, p, gcsClient, gcs, node, deadline)
+		r.sendDrain(ctx, s, p, g, node, g.now.Add(g.timeout))
 		record.Annotations[constants.AnnotationDrainNode] = ptr.To(hex.EncodeToString(node.ID))
 	}
 	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, record); err != nil {
@@ -230,8 +242,8 @@ func (r *Reconciler) startDrain(ctx context.Context, s *state, p *corev1.Pod, gc
 
 // requestDrain asks the GCS to drain the node of a pod whose drain started without a request, and records the
 // node asked.
-func (r *Reconciler) requestDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, node ray.Node, deadline time.Time) error {
-	r.sendDrain(ctx, s, p, gcsClient, gcs, node, deadline)
+func (r *Reconciler) requestDrain(ctx context.Context, s *state, p *corev1.Pod, g gcsView, node ray.Node, deadline time.Time) error {
+	r.sendDrain(ctx, s, p, g, node, deadline)
 	asked := shared.Meta{Annotations: map[string]*string{constants.AnnotationDrainNode: ptr.To(hex.EncodeToString(node.ID))}}
 	if err := r.patchPodMeta(ctx, p.Namespace, p.Name, asked); err != nil {
 		return fmt.Errorf("record drained node on pod %s: %w", p.Name, err)
@@ -240,11 +252,11 @@ func (r *Reconciler) requestDrain(ctx context.Context, s *state, p *corev1.Pod, 
 }
 
 // sendDrain sends the drain request and reports its answer in an event.
-func (r *Reconciler) sendDrain(ctx context.Context, s *state, p *corev1.Pod, gcsClient ray.Client, gcs string, node ray.Node, deadline time.Time) {
-	reply, err := gcsClient.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being %s", p.Namespace, p.Name, heldFor(p)), deadline)
+func (r *Reconciler) sendDrain(ctx context.Context, s *state, p *corev1.Pod, g gcsView, node ray.Node, deadline time.Time) {
+	reply, err := g.client.Drain(ctx, node.ID, fmt.Sprintf("kray: pod %s/%s is being %s", p.Namespace, p.Name, heldFor(p)), deadline)
 	switch {
 	case err != nil:
-		s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, releasing it after the timeout: %v", p.Name, gcs, err)
+		s.warn(EventDrainFailed, "Worker pod %s: Ray GCS %s did not take the drain request, releasing it after the timeout: %v", p.Name, g.address, err)
 	case !reply.Accepted:
 		s.warn(EventDrainFailed, "Worker pod %s: Ray rejected the drain request, releasing it after the timeout: %s", p.Name, reply.Rejection)
 	default:
