@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/kuberayref"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // kindUpgradeImage is the image the kind upgrade tests move to: another tag of the suite's Ray image, already on
@@ -182,5 +184,63 @@ func TestKindRollingUpdateDrainsOnlyWhatRestarts(t *testing.T) {
 	now := headPod(g, rc)
 	g.Expect(now.UID).To(Equal(head.UID))
 	g.Expect(rayContainerStatus(now).RestartCount).To(BeZero(), "the head is left alone")
+	expectOperatorNeverForbidden(t)
+}
+
+// fitKindSpec is fitKindNode for a RayCluster spec.
+func fitKindSpec(spec *rayv1.RayClusterSpec) {
+	rc := &rayv1.RayCluster{Spec: *spec}
+	fitKindNode(rc)
+	*spec = rc.Spec
+}
+
+// KubeRay's RayService sample with kray.io/in-place-worker-upgrade, on real kubelets and the fake Ray's Serve
+// (whose proxies run where replicas run): a worker image change rolls through the serving cluster: no second
+// cluster, the head the same pod, each worker drained once and updated in place, and the serve Service never
+// without a ready endpoint.
+func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	ns := kindNamespace(t)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	svc := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	svc.Annotations = map[string]string{constants.AnnotationInPlaceWorkerUpgrade: "true"}
+	svc.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](1)
+	fitKindSpec(&svc.Spec.RayClusterSpec)
+	w := &svc.Spec.RayClusterSpec.WorkerGroupSpecs[0]
+	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](5)
+	svc.Spec.RayClusterSpec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](120)}
+	createService(t, svc)
+	var active string
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		ready := serviceCondition(cur, rayv1.RayServiceReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
+		active = cur.Status.ActiveServiceStatus.RayClusterName
+	}, 2*kindTimeout, time.Second).Should(Succeed())
+	rc := &rayv1.RayCluster{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: active}, rc)).To(Succeed())
+	waitKindReady(t, rc, 3)
+	head := headPod(g, rc)
+	endpoints := watchEndpoints(t, ns, svc.Name+"-serve-svc")
+	g.Eventually(endpoints.sawReady, kindTimeout, time.Second).Should(BeTrue())
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.46.0"
+	})
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, w.GroupName)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.46.0"), "pod %s runs the new image", p.Name)
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+		}
+		g.Expect(getService(g, svc).Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
+	}, 2*kindTimeout, time.Second).Should(Succeed())
+	g.Expect(clusters.created()).To(ConsistOf(active), "no second cluster")
+	g.Expect(headPod(g, rc).UID).To(Equal(head.UID), "the head is the same pod")
+	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(3), "each old worker drained once")
 	expectOperatorNeverForbidden(t)
 }

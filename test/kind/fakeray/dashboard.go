@@ -29,8 +29,9 @@ func terminal(status string) bool {
 // dashboard is the head's dashboard: GET /api/gcs_healthz, GET /api/version and the Job API. Each submitted
 // job's entrypoint runs with /bin/sh -c; its output is the job's logs.
 type dashboard struct {
-	mu   sync.Mutex
-	jobs map[string]*job
+	mu    sync.Mutex
+	jobs  map[string]*job
+	serve *serve
 }
 
 type job struct {
@@ -45,12 +46,14 @@ type job struct {
 	cmd        *exec.Cmd
 }
 
-func newDashboard() *dashboard { return &dashboard{jobs: map[string]*job{}} }
+func newDashboard(s *serve) *dashboard { return &dashboard{jobs: map[string]*job{}, serve: s} }
 
 func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	id := strings.TrimPrefix(path, "/api/jobs/")
 	switch {
+	case path == "/api/serve/applications/":
+		d.serve.ServeHTTP(w, r)
 	case path == "/api/gcs_healthz" && r.Method == http.MethodGet:
 		_, _ = w.Write([]byte("success"))
 	case path == "/api/version" && r.Method == http.MethodGet:

@@ -57,6 +57,8 @@ type gcsNode struct {
 type gcs struct {
 	mu    sync.Mutex
 	nodes []*gcsNode
+	// serve is the head's Serve, which places replicas on the nodes.
+	serve *serve
 }
 
 // handle answers one GCS call: the health check of `ray health-check`, raylet registration, and the
@@ -87,6 +89,8 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 		g.mu.Unlock()
 		fmt.Printf("GCS: node %x unregistered\n", id)
 		return stream.SendMsg([]byte{})
+	case methodReplicasOn:
+		return stream.SendMsg(encodeCount(g.serve.replicasOn(decodeNode(req).id)))
 	case ray.MethodGetClusterResourceState:
 		return stream.SendMsg(ray.EncodeNodes(g.nodeStates()))
 	case ray.MethodDrainNode:

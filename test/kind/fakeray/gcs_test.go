@@ -25,12 +25,20 @@ func freePort(t *testing.T) string {
 // startNode runs `ray start` with args until the test ends, and returns its exit code's channel.
 func startNode(t *testing.T, instance string, args ...string) <-chan int {
 	t.Helper()
+	done, _ := startNodeServing(t, instance, args...)
+	return done
+}
+
+// startNodeServing is startNode, also returning the port of the node's Serve proxy.
+func startNodeServing(t *testing.T, instance string, args ...string) (<-chan int, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := parseFlags(args)
+	n := node{instance: instance, servePort: freePort(t)}
 	done := make(chan int, 1)
-	go func() { done <- startUntil(ctx, f, instance) }()
-	return done
+	go func() { done <- startUntil(ctx, f, n) }()
+	return done, n.servePort
 }
 
 // kray's own GCS client against the fake: a worker registers as an IDLE node under its pod name; a drain makes
@@ -100,7 +108,8 @@ func TestRayletWithoutGCSExits(t *testing.T) {
 	head := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
 		"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
 	headDone := make(chan int, 1)
-	go func() { headDone <- startUntil(headCtx, head, "head-0") }()
+	headNode := node{instance: "head-0", servePort: freePort(t)}
+	go func() { headDone <- startUntil(headCtx, head, headNode) }()
 	worker := startNode(t, "worker-b", "--address=127.0.0.1:"+gcsPort, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	client, _ := (&ray.GRPCDialer{}).Dial("127.0.0.1:"+gcsPort, "")
 	waitFor(t, func() bool {

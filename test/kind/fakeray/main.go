@@ -18,7 +18,9 @@
 // once: nothing runs here) with status 0, which `ray start --block` expects, so the container runs on with no
 // raylet and its agent's raylet health fails; the GCS lists the node DEAD after the live ones, and a container
 // restarted later registers a new node under the same pod name. A raylet whose GCS does not answer for
-// RAY_gcs_rpc_server_reconnect_timeout_s (60) exits with 1, and `ray start` with it. Both block until SIGTERM, with
+// RAY_gcs_rpc_server_reconnect_timeout_s (60) exits with 1, and `ray start` with it. The head's dashboard also
+// serves Serve's REST API, and every node a Serve proxy that answers its health check only where Serve runs
+// replicas (serve.go). Both block until SIGTERM, with
 // --block or without (a container whose command returns would restart), and end as a process the signal
 // killed. A job's entrypoint really runs,
 // with /bin/sh -c in the head container, and its status and logs are what it did. `ray kuberay-autoscaler`, the

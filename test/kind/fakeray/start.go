@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,13 +45,27 @@ const exitRayletDied = 1
 func start(f flags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return startUntil(ctx, f, instanceID())
+	return startUntil(ctx, f, node{instance: instanceID(), servePort: servePort()})
 }
 
-// startUntil is start for the node of that instance ID, ending as a SIGTERM would when ctx ends.
-func startUntil(ctx context.Context, f flags, instance string) int {
+// node is what a node's `ray start` takes from its environment: the instance ID it registers with, and the
+// port of its Serve proxy.
+type node struct{ instance, servePort string }
+
+// servePort is Serve's HTTP port: RAY_SERVE_DEFAULT_HTTP_PORT, as Ray Serve reads it, else 8000.
+func servePort() string {
+	if p := os.Getenv("RAY_SERVE_DEFAULT_HTTP_PORT"); p != "" {
+		return p
+	}
+	return defaultServePort
+}
+
+// startUntil is start for the node n, ending as a SIGTERM would when ctx ends.
+func startUntil(ctx context.Context, f flags, n node) int {
 	errs := make(chan error, 4)
 	gcsAddress := f.get("address", "")
+	var sv *serve
+	var headID atomic.Value
 	if f.values["head"] == "true" {
 		port := f.get("port", defaultGCSPort)
 		lis, err := net.Listen("tcp", ":"+port)
@@ -58,12 +73,14 @@ func startUntil(ctx context.Context, f flags, instance string) int {
 			return fail(err)
 		}
 		g := &gcs{}
+		sv = &serve{gcs: g, head: func() []byte { return headID.Load().([]byte) }}
+		g.serve = sv
 		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))
 		go func() { errs <- server.Serve(lis) }()
 		defer server.Stop()
 		go g.checkHealth(ctx)
-		d := newDashboard()
-		go func() { errs <- serve(ctx, ":"+f.get("dashboard-port", defaultDashboardPort), d) }()
+		d := newDashboard(sv)
+		go func() { errs <- listenAndServe(ctx, ":"+f.get("dashboard-port", defaultDashboardPort), d) }()
 		gcsAddress = "127.0.0.1:" + port
 		fmt.Println("Ray runtime started (fake head).")
 	} else {
@@ -80,17 +97,23 @@ func startUntil(ctx context.Context, f flags, instance string) int {
 		}
 		fmt.Printf("Ray runtime started (fake worker of %s).\n", gcsAddress)
 	}
-	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), instance, errs)
+	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), n.instance, errs)
 	if err != nil {
 		return fail(err)
 	}
+	serving := workerServes(gcsAddress, r)
+	if sv != nil {
+		headID.Store(r.id)
+		serving = func() bool { return sv.runs() && !r.exited() }
+	}
+	go func() { errs <- listenAndServe(ctx, ":"+n.servePort, proxy{serving: serving}) }()
 	lost := make(chan struct{})
 	go func() {
 		watchGCS(ctx, gcsAddress)
 		close(lost)
 	}()
 	go func() {
-		errs <- serve(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{raylet: r})
+		errs <- listenAndServe(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{raylet: r})
 	}()
 	select {
 	case <-ctx.Done():
@@ -102,6 +125,9 @@ func startUntil(ctx context.Context, f flags, instance string) int {
 		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: the GCS at %s did not answer\n", r.id, gcsAddress)
 		return exitRayletDied
 	case err := <-errs:
+		if ctx.Err() != nil {
+			return exitSIGTERM // a server that stopped with the signal
+		}
 		return fail(err)
 	}
 }
@@ -120,8 +146,8 @@ func fail(err error) int {
 	return 1
 }
 
-// serve runs h on addr until ctx ends.
-func serve(ctx context.Context, addr string, h http.Handler) error {
+// listenAndServe runs h on addr until ctx ends.
+func listenAndServe(ctx context.Context, addr string, h http.Handler) error {
 	s := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	raydashboard "github.com/kray-project/kray/pkg/dashboard"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// proxyHealthy reports whether the Serve proxy on port answers its health check.
+func proxyHealthy(port string) bool {
+	resp, err := http.Get("http://127.0.0.1:" + port + raydashboard.ServeHealthPath)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// kray's own Serve client against the fake: a config deploys and runs; proxies answer on the head once Serve
+// runs and on the workers that run replicas; at target capacity 0 no worker runs one; a drained worker's
+// proxy goes with its replicas.
+func TestServeProxiesWhereReplicasRun(t *testing.T) {
+	gcsPort, dashPort := freePort(t), freePort(t)
+	_, headProxy := startNodeServing(t, "head-0", "--head", "--port="+gcsPort, "--dashboard-port="+dashPort,
+		"--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	address := "127.0.0.1:" + gcsPort
+	_, proxyA := startNodeServing(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	_, proxyB := startNodeServing(t, "worker-b", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	gcsClient, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	waitFor(t, func() bool { nodes, _ := gcsClient.Nodes(context.Background()); return len(nodes) == 3 })
+	if proxyHealthy(headProxy) || proxyHealthy(proxyA) {
+		t.Fatal("proxies answer before Serve runs")
+	}
+	api := raydashboard.HTTPDialer{HTTP: http.DefaultClient}.Serve("http://127.0.0.1:"+dashPort, "")
+	config := []byte(`{"applications":[{"name":"fruit","import_path":"fruit:app","deployments":[{"name":"Mango","num_replicas":2},{"name":"Pear"}]}]}`)
+	if err := api.Apply(context.Background(), config); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d, err := api.Applications(context.Background())
+		return err == nil && d.Applications["fruit"].Status == "RUNNING" && proxyHealthy(headProxy) && proxyHealthy(proxyA) && proxyHealthy(proxyB)
+	})
+	if err := api.Apply(context.Background(), bytes.Replace(config, []byte(`{"applications"`), []byte(`{"target_capacity":0,"applications"`), 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d, err := api.Applications(context.Background())
+		return err == nil && d.TargetCapacity != nil && *d.TargetCapacity == 0 && !proxyHealthy(proxyA) && !proxyHealthy(proxyB) && proxyHealthy(headProxy)
+	})
+	if err := api.Apply(context.Background(), config); err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := gcsClient.Nodes(context.Background())
+	a, _ := ray.FindNode(nodes, "worker-a", "")
+	if _, err := gcsClient.Drain(context.Background(), a.ID, "test", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !proxyHealthy(proxyA) && proxyHealthy(proxyB) })
+}
