@@ -49,7 +49,7 @@ RUN_DIR="/run/kray-docker-$(printf '%s' "${KIND_DIR}" | sha256sum | cut -c1-12)"
 OWN_SOCKET="${RUN_DIR}/docker.sock"
 BIN_DIR="${ROOT}/bin"
 # The Ray versions the fake Ray image is tagged with: those of the e2e tests and of KubeRay's samples.
-RAY_VERSIONS="${KRAY_KIND_RAY_VERSIONS:-2.9.0 2.41.0 2.46.0 2.52.0}"
+RAY_VERSIONS="${KRAY_KIND_RAY_VERSIONS:-2.9.0 2.41.0 2.46.0 2.51.0 2.52.0}"
 
 log() { printf '[kind] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -443,6 +443,18 @@ install_kruise() {
 
 KRUISE_GATES="PodWebhook=true,KruiseDaemon=false,CloneSetEventHandlerOptimization=true"
 
+# install_gateway_crds applies the Gateway API's standard CRDs (GatewayClass, Gateway, HTTPRoute) from its module
+# at GATEWAY_API_VERSION, as a cluster that runs incremental RayService upgrades has them; no Gateway controller
+# runs (the tests accept Gateways and routes themselves).
+install_gateway_crds() {
+  local crds kind
+  crds="$(module_dir "sigs.k8s.io/gateway-api@${GATEWAY_API_VERSION}")/config/crd/standard"
+  for kind in gatewayclasses gateways httproutes; do
+    "${KUBECTL}" apply --server-side --force-conflicts -f "${crds}/gateway.networking.k8s.io_${kind}.yaml" >/dev/null
+    "${KUBECTL}" wait --for=condition=Established --timeout=60s -f "${crds}/gateway.networking.k8s.io_${kind}.yaml" >/dev/null
+  done
+}
+
 # install_kray applies charts/kray with the operator image built here.
 install_kray() {
   local values="${BUILD_DIR}/kray-values.yaml"
@@ -461,6 +473,7 @@ up() {
   timed "cluster" create_cluster
   timed "load images" load_images
   timed "kruise" install_kruise
+  timed "gateway api" install_gateway_crds
   timed "kray" install_kray
   log "ready: export KUBECONFIG=${KUBECONFIG_FILE}"
 }

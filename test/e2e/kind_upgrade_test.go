@@ -23,8 +23,8 @@ import (
 // the node.
 const kindUpgradeImage = "rayproject/ray:2.52.0"
 
-// fitKindNode lowers the CPU and memory of every container of rc to what one kind node holds beside the
-// control plane; nothing else of the manifest changes.
+// fitKindNode lowers the CPU and memory of every container of rc, the autoscaler's included, to what one kind
+// node holds beside the control plane; nothing else of the manifest changes.
 func fitKindNode(rc *rayv1.RayCluster) {
 	fit := func(tmpl *corev1.PodTemplateSpec) {
 		for i := range tmpl.Spec.Containers {
@@ -37,6 +37,15 @@ func fitKindNode(rc *rayv1.RayCluster) {
 	fit(&rc.Spec.HeadGroupSpec.Template)
 	for i := range rc.Spec.WorkerGroupSpecs {
 		fit(&rc.Spec.WorkerGroupSpecs[i].Template)
+	}
+	if ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false) {
+		// The autoscaler sidecar's default is 500m.
+		if rc.Spec.AutoscalerOptions == nil {
+			rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{}
+		}
+		small := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}
+		fit(&small)
+		rc.Spec.AutoscalerOptions.Resources = &small.Spec.Containers[0].Resources
 	}
 }
 
@@ -194,6 +203,21 @@ func fitKindSpec(spec *rayv1.RayClusterSpec) {
 	*spec = rc.Spec
 }
 
+// waitKindServiceReady waits until the RayService is Ready on real containers and returns its active cluster.
+func waitKindServiceReady(t *testing.T, svc *rayv1.RayService) string {
+	t.Helper()
+	var active string
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		ready := serviceCondition(cur, rayv1.RayServiceReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
+		active = cur.Status.ActiveServiceStatus.RayClusterName
+		g.Expect(active).NotTo(BeEmpty())
+	}, 2*kindTimeout, time.Second).Should(Succeed())
+	return active
+}
+
 // KubeRay's RayService sample with kray.io/in-place-worker-upgrade, on real kubelets and the fake Ray's Serve
 // (whose proxies run where replicas run): a worker image change rolls through the serving cluster: no second
 // cluster, the head the same pod, each worker drained once and updated in place, and the serve Service never
@@ -211,14 +235,7 @@ func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
 	w.Replicas, w.MinReplicas, w.MaxReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](5)
 	svc.Spec.RayClusterSpec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](120)}
 	createService(t, svc)
-	var active string
-	g.Eventually(func(g Gomega) {
-		cur := getService(g, svc)
-		ready := serviceCondition(cur, rayv1.RayServiceReady)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
-		active = cur.Status.ActiveServiceStatus.RayClusterName
-	}, 2*kindTimeout, time.Second).Should(Succeed())
+	active := waitKindServiceReady(t, svc)
 	rc := &rayv1.RayCluster{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: active}, rc)).To(Succeed())
 	waitKindReady(t, rc, 3)
@@ -242,5 +259,47 @@ func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
 	g.Expect(headPod(g, rc).UID).To(Equal(head.UID), "the head is the same pod")
 	g.Expect(endpoints.drops()).To(BeEmpty(), "moments the serve Service had no ready endpoint")
 	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(3), "each old worker drained once")
+	expectOperatorNeverForbidden(t)
+}
+
+// KubeRay v1.7's incremental upgrade sample (interval cut to 1 s) with excludeHeadPodFromServeSvc and one worker
+// at least, on real kubelets and the fake Ray's Serve: the new cluster starts at target capacity 0, where no
+// replica runs, so no worker has a Serve proxy and the head is left out: it has no serve endpoint until its
+// first capacity step. The upgrade goes on all the same, traffic moving only where a proxy serves and never
+// above the new cluster's capacity, and ends on exactly one new cluster.
+func TestKindRayServiceIncrementalUpgrade(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	ns := kindNamespace(t)
+	playGatewayController(t, ns)
+	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
+	svc := incrementalSample(t, ns, 1, 0, 0)
+	svc.Spec.ExcludeHeadPodFromServeSvc = true
+	fitKindSpec(&svc.Spec.RayClusterSpec)
+	svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](1)
+	createService(t, svc)
+	old := waitKindServiceReady(t, svc)
+	splits := watchSplits(t, svc)
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = "rayproject/ray:2.52.0"
+	})
+	var cur *rayv1.RayService
+	g.Eventually(func(g Gomega) {
+		cur = getService(g, svc)
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).NotTo(Equal(old))
+		g.Expect(cur.Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
+	}, 3*kindTimeout, time.Second).Should(Succeed())
+	next := cur.Status.ActiveServiceStatus.RayClusterName
+	g.Expect(clusters.created()).To(ConsistOf(old, next), "exactly one new cluster")
+	seen, _ := splits.seen()
+	g.Expect(seen).NotTo(BeEmpty())
+	for _, s := range seen {
+		g.Expect(s.ActiveCapacity+s.PendingCapacity).To(BeNumerically("<=", 110), "capacities %+v", s)
+		if s.Pending != "" {
+			g.Expect(s.PendingTraffic).To(BeNumerically("<=", s.PendingCapacity), "traffic above the new cluster's capacity: %+v", s)
+		}
+	}
+	g.Expect(ptr.Deref(cur.Status.ActiveServiceStatus.TrafficRoutedPercent, 0)).To(BeEquivalentTo(100))
 	expectOperatorNeverForbidden(t)
 }
