@@ -303,3 +303,37 @@ func TestKindRayServiceIncrementalUpgrade(t *testing.T) {
 	g.Expect(ptr.Deref(cur.Status.ActiveServiceStatus.TrafficRoutedPercent, 0)).To(BeEquivalentTo(100))
 	expectOperatorNeverForbidden(t)
 }
+
+// Recreate with workerDrain, without GCS fault tolerance: the head is replaced beside the workers, so their Ray
+// nodes go with its GCS; a worker held for deletion is released without waiting for a drain that cannot
+// finish (never DrainTimedOut), and every pod is replaced once, running the new image.
+func TestKindRecreateWithWorkerDrain(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := kindRayCluster(kindNamespace(t), "recreate", 2)
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRecreate)}
+	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](600)}
+	create(t, rc)
+	waitKindReady(t, rc, 2)
+	before := uids(clusterPods(g, rc))
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = kindUpgradeImage
+		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = kindUpgradeImage
+	})
+	g.Eventually(func(g Gomega) {
+		pods := clusterPods(g, rc)
+		g.Expect(pods).To(HaveLen(3))
+		for _, p := range pods {
+			g.Expect(before[p.Name]).NotTo(Equal(p.UID), "pod %s replaced", p.Name)
+			g.Expect(p.DeletionTimestamp).To(BeNil())
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.52.0"))
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(3+3), "every pod replaced once")
+	g.Expect(deleted).To(Equal(3))
+	g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeZero())
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainedWorker)).To(HaveLen(2), "each old worker released once")
+	expectOperatorNeverForbidden(t)
+}
