@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -335,5 +336,45 @@ func TestKindRecreateWithWorkerDrain(t *testing.T) {
 	g.Expect(deleted).To(Equal(3))
 	g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeZero())
 	g.Expect(eventMessages(g, rc, raycluster.EventDrainedWorker)).To(HaveLen(2), "each old worker released once")
+	expectOperatorNeverForbidden(t)
+}
+
+// RollingUpdate with maxSurge 1 and maxUnavailable 0 and workerDrain, on real kubelets: a new worker starts and
+// is Ready before an old one is taken out, so the group never has fewer available workers than its replicas
+// nor more than one extra, each old worker is drained once, and at least all but one keep their pod.
+func TestKindRollingUpdateWithSurge(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := kindRayCluster(kindNamespace(t), "surge", 2)
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](300)}
+	rc.Spec.WorkerGroupSpecs[0].RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}
+	create(t, rc)
+	waitKindReady(t, rc, 2)
+	old := workerUIDs(g, rc, "workergroup")
+	tl := watchTimeline(t, rc)
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = kindUpgradeImage
+	})
+	g.Eventually(func(g Gomega) {
+		pods := workerPods(g, rc, "workergroup")
+		g.Expect(pods).To(HaveLen(2))
+		for _, p := range pods {
+			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.52.0"), "pod %s runs the new image", p.Name)
+			g.Expect(available(&p)).To(BeTrue(), "pod %s available", p.Name)
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	b := tl.rollBounds(old)
+	g.Expect(b.newWorker).To(BeTrue(), "no extra pod was started")
+	g.Expect(b.mostWorkers).To(Equal(3), "workers at most: replicas + maxSurge")
+	g.Expect(b.fewestAvailable).To(Equal(2), "available workers never below replicas")
+	kept := 0
+	for _, p := range workerPods(g, rc, "workergroup") {
+		if old[p.UID] {
+			kept++
+		}
+	}
+	g.Expect(kept).To(BeNumerically(">=", 1), "workers updated in place")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(2), "each old worker drained once")
 	expectOperatorNeverForbidden(t)
 }
