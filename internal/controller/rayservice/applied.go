@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"k8s.io/utils/ptr"
-
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
 )
@@ -56,10 +54,7 @@ func AppliedOf(rc *rayv1.RayCluster) (Served, bool) {
 
 // appliedAnnotation is the value of constants.AnnotationServeApplied that records served.
 func appliedAnnotation(served Served) string {
-	rec := appliedRecord{ConfigHash: served.hash(), TargetCapacity: ptr.To(ptr.Deref(served.Capacity, 0))}
-	if served.Capacity == nil {
-		rec.TargetCapacity = nil
-	}
+	rec := appliedRecord{ConfigHash: served.hash(), TargetCapacity: served.Capacity}
 	if len(served.Config) <= MaxRecordedConfig {
 		rec.Config = served.Config
 	}

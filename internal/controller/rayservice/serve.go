@@ -80,9 +80,16 @@ func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatu
 	return true
 }
 
-// sameServed reports whether a and b put the same config at the same target capacity.
+// sameServed reports whether a and b put the same config at the same target capacity; the configs are
+// compared by hash only when one of them is known by its hash alone.
 func sameServed(a, b Served) bool {
-	return a.hash() == b.hash() && ptr.Equal(a.Capacity, b.Capacity)
+	if !ptr.Equal(a.Capacity, b.Capacity) {
+		return false
+	}
+	if a.Config != "" && b.Config != "" {
+		return a.Config == b.Config
+	}
+	return a.hash() == b.hash()
 }
 
 // servesCapacity reports whether Serve runs at capacity percent (nil and Serve's none both being 100%).
