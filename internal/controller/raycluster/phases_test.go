@@ -294,6 +294,23 @@ func (f *fakeRay) Drain(_ context.Context, id []byte, _ string, _ time.Time) (ra
 	return ray.DrainReply{Accepted: true}, nil
 }
 
+// drainingEnv converges cluster "c" with one worker, c-g-worker-00000, workerDrain's timeout 60 s and mutate
+// applied, against a GCS that lists the worker's node n1 with status.
+func drainingEnv(t *testing.T, status ray.NodeStatus, mutate ...func(*rayv1.RayCluster)) (*env, *fakeRay, *rayv1.RayCluster) {
+	t.Helper()
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+		for _, m := range mutate {
+			m(rc)
+		}
+	}).obj()
+	e := newEnv(t, rc)
+	gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: status}}}
+	e.r.Ray = gcs
+	e.converge(rc)
+	return e, gcs, rc
+}
+
 // A worker held behind the drain hook (before its deletion, or before an in-place update) is drained once,
 // then released when its node is idle or after the timeout; without workerDrain it is released at once.
 func TestDrainPhase(t *testing.T) {
@@ -332,16 +349,10 @@ func TestDrainPhase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
-				rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-			}).obj()
-			e := newEnv(t, rc)
-			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: tc.status}}}
+			e, gcs, rc := drainingEnv(t, tc.status)
 			if tc.nodes != nil {
 				gcs.nodes = tc.nodes
 			}
-			e.r.Ray = gcs
-			e.converge(rc)
 			pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
 			pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
 			if tc.state != "" {
@@ -542,15 +553,10 @@ func TestSuspendAndResume(t *testing.T) {
 func TestDrainSendsTheClusterToken(t *testing.T) {
 	for _, secretGone := range []bool{false, true} {
 		t.Run(map[bool]string{false: "token", true: "no Secret"}[secretGone], func(t *testing.T) {
-			rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+			e, gcs, rc := drainingEnv(t, ray.NodeStatusRunning, func(rc *rayv1.RayCluster) {
 				rc.Spec.RayVersion = "2.52.0"
 				rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
-				rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-			}).obj()
-			e := newEnv(t, rc)
-			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
-			e.r.Ray = gcs
-			e.converge(rc)
+			})
 			secret := e.get(&corev1.Secret{}, "c").(*corev1.Secret)
 			if secretGone {
 				if err := e.api.Delete(context.Background(), secret); err != nil {
@@ -661,13 +667,7 @@ func (w *overlapWriter) Create(ctx context.Context, obj client.Object, opts ...c
 // A spec made invalid while Kruise holds a worker for its drain (an unreadable kray.io/worker-drain copy)
 // does not leave the pod held for ever: kray drains it with the default timeout and looks at it again.
 func TestDrainWhileSpecInvalid(t *testing.T) {
-	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
-		rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
-	}).obj()
-	e := newEnv(t, rc)
-	gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
-	e.r.Ray = gcs
-	e.converge(rc)
+	e, gcs, rc := drainingEnv(t, ray.NodeStatusRunning)
 	pod := e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
 	pod.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingUpdate
 	pod.Spec.Containers[0].Image = "rayproject/ray:2.9.0"
@@ -700,16 +700,11 @@ func TestDrainWhileSpecInvalid(t *testing.T) {
 func TestDrainWhileHeadIsReplaced(t *testing.T) {
 	for _, ft := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ft=%v", ft), func(t *testing.T) {
-			rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
-				rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+			e, gcs, rc := drainingEnv(t, ray.NodeStatusRunning, func(rc *rayv1.RayCluster) {
 				if ft {
 					rc.Annotations = map[string]string{constants.AnnotationFTEnabled: "true"}
 				}
-			}).obj()
-			e := newEnv(t, rc)
-			gcs := &fakeRay{nodes: []ray.Node{{ID: []byte("n1"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}}
-			e.r.Ray = gcs
-			e.converge(rc)
+			})
 			head := e.get(&corev1.Pod{}, "c-head-0").(*corev1.Pod)
 			if err := e.api.Delete(context.Background(), head); err != nil {
 				t.Fatal(err)
