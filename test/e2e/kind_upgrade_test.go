@@ -94,8 +94,7 @@ func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "never", 2)
-	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
-	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](60)}
+	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 60)
 	rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 	rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2)}
 	rc.Spec.WorkerGroupSpecs[0].Template.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -113,12 +112,8 @@ func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
 		g.Expect(uids(pods)).To(Equal(before), "the same pods, updated in place")
 		for _, p := range pods {
 			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Name == p.Spec.Containers[0].Name {
-					g.Expect(cs.Image).To(HaveSuffix(strings.TrimPrefix(kindUpgradeImage, "rayproject/")), "pod %s runs the new image", p.Name)
-					g.Expect(cs.RestartCount).To(Equal(int32(1)), "pod %s: the kubelet restarted its Ray container once, for the update", p.Name)
-				}
-			}
+			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue(), "pod %s runs the new image", p.Name)
+			g.Expect(rayContainerStatus(&p).RestartCount).To(Equal(int32(1)), "pod %s: the kubelet restarted its Ray container once, for the update", p.Name)
 		}
 	}, kindTimeout, time.Second).Should(Succeed())
 	// Reconciles after the update see the restart counts; none may take them for exits.
@@ -130,6 +125,19 @@ func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
 	g.Expect(eventCount(g, rc, raycluster.EventDeletedWorkerPod)).To(BeZero())
 	g.Expect(eventCount(g, rc, raycluster.EventDeletedHeadPod)).To(BeZero())
 	expectOperatorNeverForbidden(t)
+}
+
+// withUpgrade gives rc the upgrade strategy typ and, when drainSeconds is not 0, workerDrain with that timeout.
+func withUpgrade(rc *rayv1.RayCluster, typ rayv1.RayClusterUpgradeType, drainSeconds int32) {
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(typ)}
+	if drainSeconds != 0 {
+		rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To(drainSeconds)}
+	}
+}
+
+// runsImage reports whether the pod's Ray container runs image, as the kubelet reports it (with its registry).
+func runsImage(p *corev1.Pod, image string) bool {
+	return strings.HasSuffix(rayContainerStatus(p).Image, image)
 }
 
 // rayContainerStatus is the status of the pod's Ray container (its first).
@@ -150,8 +158,7 @@ func TestKindRollingUpdateDrainsOnlyWhatRestarts(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "drain", 2)
-	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
-	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](300)}
+	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 	create(t, rc)
 	waitKindReady(t, rc, 2)
 	before := uids(clusterPods(g, rc))
@@ -179,7 +186,7 @@ func TestKindRollingUpdateDrainsOnlyWhatRestarts(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		for _, p := range workerPods(g, rc, "workergroup") {
 			cs := rayContainerStatus(&p)
-			g.Expect(cs.Image).To(HaveSuffix("ray:2.52.0"), "pod %s runs the new image", p.Name)
+			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue(), "pod %s runs the new image", p.Name)
 			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
 			g.Expect(cs.RestartCount).To(Equal(int32(1)), "pod %s: one restart, the update's", p.Name)
 		}
@@ -251,7 +258,7 @@ func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
 		pods := workerPods(g, rc, w.GroupName)
 		g.Expect(pods).To(HaveLen(3))
 		for _, p := range pods {
-			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.46.0"), "pod %s runs the new image", p.Name)
+			g.Expect(runsImage(&p, "rayproject/ray:2.46.0")).To(BeTrue(), "pod %s runs the new image", p.Name)
 			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
 		}
 		g.Expect(getService(g, svc).Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
@@ -312,8 +319,7 @@ func TestKindRecreateWithWorkerDrain(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "recreate", 2)
-	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRecreate)}
-	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](600)}
+	withUpgrade(rc, rayv1.RayClusterRecreate, 600)
 	create(t, rc)
 	waitKindReady(t, rc, 2)
 	before := uids(clusterPods(g, rc))
@@ -328,7 +334,7 @@ func TestKindRecreateWithWorkerDrain(t *testing.T) {
 			g.Expect(before[p.Name]).NotTo(Equal(p.UID), "pod %s replaced", p.Name)
 			g.Expect(p.DeletionTimestamp).To(BeNil())
 			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
-			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.52.0"))
+			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue(), "pod %s runs the new image", p.Name)
 		}
 	}, kindTimeout, time.Second).Should(Succeed())
 	created, deleted := ledger.counts(t, rc)
@@ -346,8 +352,7 @@ func TestKindRollingUpdateWithSurge(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "surge", 2)
-	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
-	rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](300)}
+	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 	rc.Spec.WorkerGroupSpecs[0].RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))}
 	create(t, rc)
 	waitKindReady(t, rc, 2)
@@ -360,7 +365,7 @@ func TestKindRollingUpdateWithSurge(t *testing.T) {
 		pods := workerPods(g, rc, "workergroup")
 		g.Expect(pods).To(HaveLen(2))
 		for _, p := range pods {
-			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix("ray:2.52.0"), "pod %s runs the new image", p.Name)
+			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue(), "pod %s runs the new image", p.Name)
 			g.Expect(available(&p)).To(BeTrue(), "pod %s available", p.Name)
 		}
 	}, kindTimeout, time.Second).Should(Succeed())

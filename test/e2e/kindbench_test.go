@@ -46,20 +46,16 @@ func TestUpgradeBenchOnKind(t *testing.T) {
 	if os.Getenv("KRAY_BENCH_KIND_UPGRADE") != "1" {
 		t.Skip("the kind upgrade benchmark: make bench-kind-upgrade")
 	}
-	rolling, recreate := rayv1.RayClusterRollingUpdate, rayv1.RayClusterRecreate
 	runs := []upgradeRun{
 		benchUpgrade(t, "kray, RollingUpdate with workerDrain", func(rc *rayv1.RayCluster) {
-			rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &rolling}
-			rc.Spec.WorkerDrain = &rayv1.WorkerDrainOptions{TimeoutSeconds: ptr.To[int32](300)}
+			withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 		}),
-		benchUpgrade(t, "kray, Recreate", func(rc *rayv1.RayCluster) {
-			rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &recreate}
-		}),
+		benchUpgrade(t, "kray, Recreate", func(rc *rayv1.RayCluster) { withUpgrade(rc, rayv1.RayClusterRecreate, 0) }),
 	}
 	stopKray := scaleKray(t, 0)
 	removeKubeRay := deployKubeRay(t)
 	runs = append(runs, benchUpgrade(t, "KubeRay "+os.Getenv("KRAY_BENCH_KUBERAY_VERSION")+", Recreate", func(rc *rayv1.RayCluster) {
-		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: &recreate}
+		withUpgrade(rc, rayv1.RayClusterRecreate, 0)
 	}))
 	removeKubeRay()
 	stopKray()
@@ -99,7 +95,7 @@ func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) u
 		for _, p := range pods {
 			g.Expect(p.DeletionTimestamp).To(BeNil())
 			g.Expect(podReady(&p)).To(BeTrue())
-			g.Expect(rayContainerStatus(&p).Image).To(HaveSuffix(strings.TrimPrefix(kindUpgradeImage, "rayproject/")))
+			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue())
 		}
 	}, 3*kindTimeout, 200*time.Millisecond).Should(Succeed())
 	run.took = time.Since(start)
