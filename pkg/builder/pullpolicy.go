@@ -30,7 +30,7 @@ func setPullPoliciesOf(cs, live []corev1.Container) {
 		if c.ImagePullPolicy != "" {
 			continue
 		}
-		c.ImagePullPolicy = DefaultPullPolicy(c.Image)
+		c.ImagePullPolicy = defaultPullPolicy(c.Image)
 		for _, l := range live {
 			if l.Name == c.Name && l.ImagePullPolicy != "" {
 				c.ImagePullPolicy = l.ImagePullPolicy
@@ -39,9 +39,9 @@ func setPullPoliciesOf(cs, live []corev1.Container) {
 	}
 }
 
-// DefaultPullPolicy is the imagePullPolicy the API server gives a container of image that names none: Always
+// defaultPullPolicy is the imagePullPolicy the API server gives a container of image that names none: Always
 // for an image with neither tag nor digest or with the tag "latest", else IfNotPresent.
-func DefaultPullPolicy(image string) corev1.PullPolicy {
+func defaultPullPolicy(image string) corev1.PullPolicy {
 	if image == "" {
 		return corev1.PullIfNotPresent
 	}

@@ -19,8 +19,8 @@ func TestDefaultPullPolicy(t *testing.T) {
 		"rayproject/ray:2.9.0@sha256:0123456789":  corev1.PullIfNotPresent,
 		"":                                        corev1.PullIfNotPresent,
 	} {
-		if got := DefaultPullPolicy(image); got != want {
-			t.Errorf("DefaultPullPolicy(%q) = %s, want %s", image, got, want)
+		if got := defaultPullPolicy(image); got != want {
+			t.Errorf("defaultPullPolicy(%q) = %s, want %s", image, got, want)
 		}
 	}
 }

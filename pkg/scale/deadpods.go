@@ -60,7 +60,7 @@ func exited(p *corev1.Pod, cs corev1.ContainerStatus) bool {
 	case cs.RestartCount == 0:
 		return false
 	}
-	return !RestartedForInPlaceUpdate(p, cs) && !endedByDrain(p, cs.LastTerminationState.Terminated)
+	return !restartedForInPlaceUpdate(p, cs) && !endedByDrain(p, cs.LastTerminationState.Terminated)
 }
 
 // drainClockSkew is how much earlier than kray's recorded drain start a run may end and still be taken for
@@ -74,12 +74,12 @@ func endedByDrain(p *corev1.Pod, run *corev1.ContainerStateTerminated) bool {
 	return err == nil && run != nil && !run.FinishedAt.Time.Before(started.Add(-drainClockSkew))
 }
 
-// RestartedForInPlaceUpdate says whether the container's last run is the one that Kruise's latest in-place
+// restartedForInPlaceUpdate says whether the container's last run is the one that Kruise's latest in-place
 // update of the pod replaced: the update changed that container, and its last run started before the update
 // began and ended after. A run that started after the update (the new image exited) or ended before it is
 // an exit. Times have second precision, so a run that started in the second the update began counts as an
 // exit: the pod is then replaced, as before in-place updates were told apart.
-func RestartedForInPlaceUpdate(p *corev1.Pod, cs corev1.ContainerStatus) bool {
+func restartedForInPlaceUpdate(p *corev1.Pod, cs corev1.ContainerStatus) bool {
 	last := cs.LastTerminationState.Terminated
 	raw, ok := p.Annotations[appspub.InPlaceUpdateStateKey]
 	if last == nil || !ok {

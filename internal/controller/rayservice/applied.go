@@ -9,9 +9,9 @@ import (
 	"github.com/kray-project/kray/pkg/constants"
 )
 
-// MaxRecordedConfig is the largest serveConfigV2 recorded in full on its cluster (annotations share 256 KiB);
+// maxRecordedConfig is the largest serveConfigV2 recorded in full on its cluster (annotations share 256 KiB);
 // a larger one is recorded by its hash alone.
-const MaxRecordedConfig = 64 << 10
+const maxRecordedConfig = 64 << 10
 
 // appliedRecord is the JSON of constants.AnnotationServeApplied.
 type appliedRecord struct {
@@ -20,8 +20,8 @@ type appliedRecord struct {
 	TargetCapacity *int32 `json:"targetCapacity,omitempty"`
 }
 
-// ConfigHash is the hash a serveConfigV2 is recorded and compared by.
-func ConfigHash(config string) string {
+// configHash is the hash a serveConfigV2 is recorded and compared by.
+func configHash(config string) string {
 	sum := sha256.Sum256([]byte(config))
 	return hex.EncodeToString(sum[:])
 }
@@ -31,12 +31,12 @@ func (s Served) hash() string {
 	if s.Config == "" && s.Hash != "" {
 		return s.Hash
 	}
-	return ConfigHash(s.Config)
+	return configHash(s.Config)
 }
 
-// AppliedOf is what rc's Serve last accepted from kray, as recorded on rc; false when nothing is (never
+// appliedOf is what rc's Serve last accepted from kray, as recorded on rc; false when nothing is (never
 // applied, or applied by a kray that did not record it).
-func AppliedOf(rc *rayv1.RayCluster) (Served, bool) {
+func appliedOf(rc *rayv1.RayCluster) (Served, bool) {
 	raw, ok := rc.Annotations[constants.AnnotationServeApplied]
 	if !ok {
 		return Served{}, false
@@ -46,7 +46,7 @@ func AppliedOf(rc *rayv1.RayCluster) (Served, bool) {
 		return Served{}, false
 	}
 	s := Served{Config: rec.Config, Capacity: rec.TargetCapacity, Hash: rec.ConfigHash}
-	if rec.Config != "" && ConfigHash(rec.Config) != rec.ConfigHash {
+	if rec.Config != "" && configHash(rec.Config) != rec.ConfigHash {
 		return Served{}, false // edited by hand: trust neither part
 	}
 	return s, true
@@ -55,7 +55,7 @@ func AppliedOf(rc *rayv1.RayCluster) (Served, bool) {
 // appliedAnnotation is the value of constants.AnnotationServeApplied that records served.
 func appliedAnnotation(served Served) string {
 	rec := appliedRecord{ConfigHash: served.hash(), TargetCapacity: served.Capacity}
-	if len(served.Config) <= MaxRecordedConfig {
+	if len(served.Config) <= maxRecordedConfig {
 		rec.Config = served.Config
 	}
 	data, err := json.Marshal(rec)
@@ -69,7 +69,7 @@ func appliedAnnotation(served Served) string {
 func appliedConfigs(clusters map[string]*rayv1.RayCluster) map[string]Served {
 	out := map[string]Served{}
 	for name, rc := range clusters {
-		if s, ok := AppliedOf(rc); ok {
+		if s, ok := appliedOf(rc); ok {
 			out[name] = s
 		}
 	}

@@ -74,11 +74,11 @@ type Observed struct {
 }
 
 // Served is what one cluster's Serve accepted: a serveConfigV2 and the target_capacity it was put with
-// (nil: none). Config is "" when only the config's Hash is known (one larger than MaxRecordedConfig).
+// (nil: none). Config is "" when only the config's Hash is known (one larger than maxRecordedConfig).
 type Served struct {
 	Config   string
 	Capacity *int32
-	// Hash is ConfigHash(Config), set when read from a cluster's record.
+	// Hash is configHash(Config), set when read from a cluster's record.
 	Hash string
 }
 

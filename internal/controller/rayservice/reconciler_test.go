@@ -400,7 +400,7 @@ func TestReconcileAppliedConfigSurvivesARestart(t *testing.T) {
 	if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, rc); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := AppliedOf(rc); !ok || got.Config != serveConfig || got.Capacity != nil {
+	if got, ok := appliedOf(rc); !ok || got.Config != serveConfig || got.Capacity != nil {
 		t.Errorf("recorded %+v (%v), want the spec's config with no target capacity", got, ok)
 	}
 }

@@ -66,7 +66,7 @@ func serveCluster(o Observed, d *Decision, name string, s *rayv1.RayServiceStatu
 			// The config this cluster keeps is not known in full: putting any other would change what it serves.
 			d.Events = append(d.Events, shared.Warning(EventFailedToUpdateTargetCapacity, fmt.Sprintf(
 				"RayCluster %s/%s keeps the serveConfigV2 it runs, which kray does not know in full (applied by an earlier kray, or over %d bytes): its target_capacity is left as it is",
-				o.Service.Namespace, name, MaxRecordedConfig)))
+				o.Service.Namespace, name, maxRecordedConfig)))
 			return false
 		}
 		d.Actions = append(d.Actions, Action{Kind: ApplyServe, Name: name, Config: want.Config, Capacity: want.Capacity})
