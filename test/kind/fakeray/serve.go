@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/kray-project/kray/pkg/ray"
 )
 
 // Ray Serve as kray sees it: the Serve REST API on the head's dashboard, and a Serve proxy on every node that
@@ -142,8 +144,8 @@ func (s *serve) details(now time.Time) map[string]any {
 }
 
 // replicasOn is how many replicas Serve runs on the node: the replicas of every deployment, scaled by the
-// target capacity, spread over the live worker nodes in turn (on the head when there is none). A draining
-// node gets none: Serve moves its replicas away.
+// target capacity, spread over the live worker nodes (IDLE: live and not draining; nothing runs work here) in
+// turn, on the head when there is none. A draining node gets none: Serve moves its replicas away.
 func (s *serve) replicasOn(node []byte) int {
 	s.mu.Lock()
 	total := 0
@@ -159,7 +161,7 @@ func (s *serve) replicasOn(node []byte) int {
 	s.mu.Unlock()
 	var hosts []string
 	for _, n := range s.gcs.nodeStates() {
-		if n.Status == 3 /* IDLE: live, not draining */ && string(n.ID) != string(s.head()) {
+		if n.Status == ray.NodeStatusIdle && string(n.ID) != string(s.head()) {
 			hosts = append(hosts, string(n.ID))
 		}
 	}
