@@ -66,8 +66,9 @@ test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
 
 FUZZ_TIME ?= 15s
 .PHONY: test-fuzz
-test-fuzz: ## A bounded fuzz run over validation and every builder (seeded from config/samples).
+test-fuzz: ## A bounded fuzz run over validation and every builder (seeded from config/samples), and over the Serve details decoder.
 	go test -run='^$$' -fuzz=FuzzBuilders -fuzztime=$(FUZZ_TIME) ./pkg/builder
+	go test -run='^$$' -fuzz=FuzzDecodeServeDetails -fuzztime=$(FUZZ_TIME) ./pkg/dashboard
 
 .PHONY: test-integration
 test-integration: ## The reconciler against a real kube-apiserver and etcd (envtest).

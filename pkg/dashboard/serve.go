@@ -62,8 +62,8 @@ func (d HTTPDialer) Serve(baseURL, token string) ServeAPI {
 	return d.Jobs(baseURL, token).(*Client)
 }
 
-// maxServeBody bounds Serve's details, which list every replica of every deployment (several hundred bytes
-// each): decoded as they arrive, keeping only the statuses, so the bound is on bytes read, not memory.
+// maxServeBody bounds the bytes of Serve's details, which list every replica of every deployment (several
+// hundred bytes each); decodeServeDetails bounds the memory they take.
 var maxServeBody int64 = 256 << 20 // a variable for the test of an answer over it
 
 // serveCallTimeout bounds the Serve details call, whose answer grows with the replicas.
@@ -85,8 +85,7 @@ func (c *Client) Applications(ctx context.Context) (*ServeDetails, error) {
 		return nil, c.httpError("get Serve applications", resp.StatusCode, body)
 	}
 	body := &io.LimitedReader{R: resp.Body, N: maxServeBody + 1}
-	details := &ServeDetails{}
-	err = json.NewDecoder(body).Decode(details)
+	details, err := decodeServeDetails(body)
 	switch {
 	case body.N == 0:
 		return nil, c.tooLarge(http.MethodGet, path, maxServeBody)
