@@ -24,6 +24,10 @@ const (
 	BearerPrefix    = "Bearer "
 )
 
+// maxReply bounds the bytes of a GCS answer (gRPC's default, named here because DecodeNodes' bounds assume it):
+// a GetClusterResourceStateReply of Ray's largest clusters fits.
+const maxReply = 4 << 20
+
 // callTimeout bounds one GCS call, so a silent GCS never stalls a reconcile.
 const callTimeout = 5 * time.Second
 
@@ -71,7 +75,7 @@ func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 	}
 	c, err := grpc.NewClient(address,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{}), grpc.MaxCallRecvMsgSize(maxReply)))
 	if err != nil {
 		return nil, fmt.Errorf("dial Ray GCS %s: %w", address, err)
 	}

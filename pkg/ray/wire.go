@@ -25,6 +25,15 @@ const (
 	fieldDrainRejection            = 2  // DrainNodeReply.rejection_reason_message
 )
 
+// Bounds on what kray keeps of a GCS answer: gRPC bounds its bytes (maxReply), these the memory decoding them
+// takes, since a head answers what its image makes it answer.
+const (
+	// maxNodes bounds the nodes of a cluster's state; Ray's largest clusters hold a few thousand.
+	maxNodes = 10000
+	// maxRejection bounds a drain rejection's reason, which goes into an event.
+	maxRejection = 512
+)
+
 // DrainReasonPreemption is DRAIN_NODE_REASON_PREEMPTION: the GCS may not reject it.
 const DrainReasonPreemption = 2
 
@@ -93,7 +102,7 @@ func DecodeDrainReply(b []byte) (DrainReply, error) {
 		case fieldDrainAccepted:
 			r.Accepted = n != 0
 		case fieldDrainRejection:
-			r.Rejection = string(v)
+			r.Rejection = string(v[:min(len(v), maxRejection)])
 		}
 		return nil
 	})
@@ -123,7 +132,8 @@ func EncodeNodes(nodes []Node) []byte {
 	return protowire.AppendBytes(b, state)
 }
 
-// DecodeNodes decodes the nodes of a GetClusterResourceStateReply, skipping every other field.
+// DecodeNodes decodes the nodes of a GetClusterResourceStateReply, skipping every other field and entries
+// without a node ID; more than maxNodes is an error.
 func DecodeNodes(b []byte) ([]Node, error) {
 	var nodes []Node
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, state []byte, _ uint64) error {
@@ -150,11 +160,22 @@ func DecodeNodes(b []byte) ([]Node, error) {
 				}
 				return nil
 			})
+			switch {
+			case err != nil:
+				return err
+			case len(n.ID) == 0:
+				return nil
+			case len(nodes) == maxNodes:
+				return fmt.Errorf("the GCS lists more than %d nodes, the most kray reads", maxNodes)
+			}
 			nodes = append(nodes, n)
-			return err
+			return nil
 		})
 	})
-	return nodes, err
+	if err != nil {
+		return nil, err
+	}
+	return nodes, nil
 }
 
 // eachField calls fn for every top-level field of a protobuf message: v holds length-delimited payloads and

@@ -1,7 +1,11 @@
 package ray
 
 import (
+	"runtime"
+	"strings"
+
 	"encoding/hex"
+	"google.golang.org/protobuf/encoding/protowire"
 	"testing"
 	"time"
 
@@ -103,5 +107,51 @@ func TestFindNode(t *testing.T) {
 	}
 	if _, ok := FindNode(nodes, "pod-c", ""); ok {
 		t.Error("a pod without IP or instance ID matched a node")
+	}
+}
+
+// A GetClusterResourceStateReply as large as gRPC receives (4 MiB) costs kray no more memory than the nodes
+// it may hold: entries without a node ID are skipped, and a list longer than maxNodes is refused.
+func TestDecodeNodesMemoryIsBounded(t *testing.T) {
+	reply := func(node []byte, n int) []byte {
+		var state []byte
+		for range n {
+			state = protowire.AppendTag(state, fieldStateNodeStates, protowire.BytesType)
+			state = protowire.AppendBytes(state, node)
+		}
+		b := protowire.AppendTag(nil, fieldReplyClusterResourceState, protowire.BytesType)
+		return protowire.AppendBytes(b, state)
+	}
+	oneByteID := protowire.AppendBytes(protowire.AppendTag(nil, fieldNodeID, protowire.BytesType), []byte{1})
+	for name, tc := range map[string]struct {
+		b     []byte
+		nodes int
+		err   string
+	}{
+		"empty entries":       {b: reply(nil, 2<<20)},
+		"one-byte IDs":        {b: reply(oneByteID, 4<<20/5), err: "more than 10000 nodes"},
+		"as many as it holds": {b: reply(oneByteID, maxNodes), nodes: maxNodes},
+	} {
+		var nodes []Node
+		var err error
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		nodes, err = DecodeNodes(tc.b)
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+			t.Errorf("%s: decoding %d KiB allocated %d MiB", name, len(tc.b)>>10, got>>20)
+		}
+		if len(nodes) != tc.nodes || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %d nodes, %v; want %d, an error saying %q", name, len(nodes), err, tc.nodes, tc.err)
+		}
+	}
+}
+
+// A drain rejection goes into an event: it is cut at maxRejection bytes.
+func TestDecodeDrainReplyCutsTheRejection(t *testing.T) {
+	got, err := DecodeDrainReply(EncodeDrainReply(DrainReply{Rejection: strings.Repeat("r", 1<<20)}))
+	if err != nil || len(got.Rejection) > maxRejection || !strings.HasPrefix(got.Rejection, "rrr") {
+		t.Errorf("rejection of %d bytes, %v", len(got.Rejection), err)
 	}
 }
