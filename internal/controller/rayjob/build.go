@@ -161,19 +161,6 @@ func HeadService(job *rayv1.RayJob, rc *rayv1.RayCluster, opts builder.Options) 
 	return svc
 }
 
-// errNoDashboardPort reports a head whose ports name no "dashboard" port.
-var errNoDashboardPort = errors.New("dashboard port is not found: the head container's ports name no \"dashboard\" port")
-
-// DashboardURL is the in-cluster address (host:port, no scheme) of rc's dashboard, as KubeRay reports it in
-// status.dashboardURL.
-func DashboardURL(rc *rayv1.RayCluster, opts builder.Options) (string, error) {
-	port, ok := builder.DashboardPort(rc)
-	if !ok {
-		return "", errNoDashboardPort
-	}
-	return fmt.Sprintf("%s:%d", builder.HeadServiceFQDN(rc, opts), port), nil
-}
-
 // SubmitRequest is the Job REST API submission of job under its status.jobId.
 func SubmitRequest(job *rayv1.RayJob) (dashboard.SubmitRequest, error) {
 	env, err := validation.RuntimeEnv(job.Spec.RuntimeEnvYAML)

@@ -71,7 +71,7 @@ func initializing(o Observed, d *Decision) {
 		}
 		return // an owned cluster's status changes wake the RayJob
 	}
-	url, err := DashboardURL(o.Cluster, o.Options)
+	url, err := shared.DashboardAddress(o.Cluster, o.Options)
 	if err != nil {
 		st.Message = err.Error()
 		return

@@ -276,12 +276,9 @@ func (r *Reconciler) confirmGone(ctx context.Context, job *rayv1.RayJob, o *Obse
 
 // jobAPI opens the dashboard of rc with the token its auth asks for.
 func (r *Reconciler) jobAPI(ctx context.Context, job *rayv1.RayJob, rc *rayv1.RayCluster) (dashboard.JobAPI, error) {
-	base := dashboard.Address(r.DashboardAddress, map[string]string{"namespace": rc.Namespace, "cluster": rc.Name})
-	if base == "" {
-		if job.Status.DashboardURL == "" {
-			return nil, errors.New("the RayJob has no dashboard address yet")
-		}
-		base = "http://" + job.Status.DashboardURL
+	base, err := shared.DashboardBase(r.DashboardAddress, rc, r.Options)
+	if err != nil {
+		return nil, err
 	}
 	token, err := authtoken.Read(ctx, r.APIReader, rc)
 	if err != nil {

@@ -47,16 +47,22 @@ type fakeDashboard struct {
 	refused   int
 	stopped   []string
 	lastToken string
+	// bases are the dashboard addresses the calls went to.
+	bases map[string]bool
 	// down, when set, is the error of every read.
 	down error
 }
 
 func newFakeDashboard() *fakeDashboard { return &fakeDashboard{jobs: map[string]*dashboard.JobInfo{}} }
 
-func (f *fakeDashboard) Jobs(_, token string) dashboard.JobAPI {
+func (f *fakeDashboard) Jobs(base, token string) dashboard.JobAPI {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastToken = token
+	if f.bases == nil {
+		f.bases = map[string]bool{}
+	}
+	f.bases[base] = true
 	return f
 }
 
@@ -377,6 +383,27 @@ func TestTokenAuthClusterGetsTheTokenOnDashboardCalls(t *testing.T) {
 	}
 	if e.dash.accepted != 1 || e.dash.lastToken != "s3cret" {
 		t.Errorf("accepted %d with token %q, want one submission carrying the cluster's token", e.dash.accepted, e.dash.lastToken)
+	}
+}
+
+// kray calls the dashboard of the RayJob's cluster at the address it derives from the cluster, never at the
+// one the status holds: whoever may write a status must not steer kray's calls to another namespace.
+func TestDashboardCallsGoToTheClustersAddressNotTheStatus(t *testing.T) {
+	e := newEnvWithJob(t, newJob(mode(rayv1.HTTPMode)))
+	e.steps(6)
+	job := e.job("train")
+	if job.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning {
+		t.Fatalf("status %s, want Running", job.Status.JobDeploymentStatus)
+	}
+	want := "http://" + job.Status.DashboardURL
+	job.Status.DashboardURL = "dashboard.other-team.svc.cluster.local:8265"
+	if err := e.api.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	e.dash.bases = nil
+	e.reconcile(e.reconciler(), "train")
+	if len(e.dash.bases) != 1 || !e.dash.bases[want] {
+		t.Errorf("calls went to %v, want only %s", e.dash.bases, want)
 	}
 }
 

@@ -311,13 +311,9 @@ func (r *Reconciler) ownService(ctx context.Context, svc *rayv1.RayService, name
 
 // serveAPI opens the Serve API of rc's dashboard, with the token rc's auth asks for.
 func (r *Reconciler) serveAPI(ctx context.Context, rc *rayv1.RayCluster) (dashboard.ServeAPI, error) {
-	base := dashboard.Address(r.DashboardAddress, map[string]string{"namespace": rc.Namespace, "cluster": rc.Name})
-	if base == "" {
-		port, ok := builder.DashboardPort(rc)
-		if !ok {
-			return nil, errors.New("the head container's ports name no \"dashboard\" port")
-		}
-		base = fmt.Sprintf("http://%s:%d", builder.HeadServiceFQDN(rc, r.Options), port)
+	base, err := shared.DashboardBase(r.DashboardAddress, rc, r.Options)
+	if err != nil {
+		return nil, err
 	}
 	token, err := authtoken.Read(ctx, r.APIReader, rc)
 	if err != nil {
