@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 )
@@ -28,6 +30,9 @@ const callTimeout = 2 * time.Second
 // maxBody bounds how much of an answer is read into memory; job details and errors are small. Serve's
 // details, which list every replica, are decoded as they arrive instead (maxServeBody).
 const maxBody = 1 << 20
+
+// maxExcerpt bounds the excerpt of a peer's answer an error carries into a status or an event.
+const maxExcerpt = 200
 
 // ErrNotFound is returned when Ray's dashboard says it does not know the job.
 var ErrNotFound = errors.New("the Ray job does not exist on the cluster")
@@ -82,11 +87,19 @@ type HTTPDialer struct {
 
 // Jobs returns a Client for baseURL.
 func (d HTTPDialer) Jobs(baseURL, token string) JobAPI {
-	hc := d.HTTP
+	return &Client{http: noRedirects(d.HTTP), base: strings.TrimSuffix(baseURL, "/"), token: token}
+}
+
+// noRedirects is hc (http.DefaultClient when nil) made never to follow a redirect: a head answers what its
+// image makes it answer, and following would send kray's call, from the operator's address, to wherever the
+// head names. The redirect itself is the answer.
+func noRedirects(hc *http.Client) *http.Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{http: hc, base: strings.TrimSuffix(baseURL, "/"), token: token}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 // Client calls one dashboard's Job and Serve REST APIs.
@@ -226,14 +239,27 @@ func (c *Client) send(ctx context.Context, method, path string, payload []byte) 
 	return resp, nil
 }
 
-// httpError describes an unexpected answer, with the start of its body.
+// httpError describes an unexpected answer, with an excerpt of its body.
 func (c *Client) httpError(what string, status int, body []byte) error {
-	const keep = 300
-	text := strings.TrimSpace(string(body))
-	if len(text) > keep {
-		text = text[:keep] + "..."
+	if status >= 300 && status < 400 {
+		return fmt.Errorf("%s: the %s answered %d %s, and kray follows no redirect: %s", what, c.peerName(), status, http.StatusText(status), Excerpt(body))
 	}
-	return fmt.Errorf("%s: the %s answered %d %s: %s", what, c.peerName(), status, http.StatusText(status), text)
+	return fmt.Errorf("%s: the %s answered %d %s: %s", what, c.peerName(), status, http.StatusText(status), Excerpt(body))
+}
+
+// Excerpt is the start of a peer's answer as it may appear in a status or an event: valid UTF-8, every run
+// of white space and control characters one space, at most maxExcerpt bytes (then ending "...").
+func Excerpt(body []byte) string {
+	text := strings.ToValidUTF8(string(body[:min(len(body), 4*maxExcerpt)]), "\uFFFD")
+	text = strings.Join(strings.FieldsFunc(text, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if len(text) <= maxExcerpt && len(body) <= 4*maxExcerpt {
+		return text
+	}
+	cut := min(len(text), maxExcerpt)
+	for cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + "..."
 }
 
 // peerName names what answers at the client's base URL.

@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -185,5 +187,78 @@ func TestAnswerOverTheBound(t *testing.T) {
 	_, err := c.GetJob(context.Background(), "j")
 	if err == nil || !strings.Contains(err.Error(), "is larger than 1048576 bytes") {
 		t.Fatalf("error %v, want one saying the answer is too large", err)
+	}
+}
+
+// A head that answers with a redirect cannot steer kray's calls elsewhere (another team's dashboard, from the
+// operator's address): no redirect is followed, whatever HTTP client the dialer was given, and the error says
+// so.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	reached := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached++
+		_, _ = io.WriteString(w, `{"status":"RUNNING","applications":{}}`)
+	}))
+	defer target.Close()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer hostile.Close()
+	jobs := HTTPDialer{HTTP: hostile.Client()}.Jobs(hostile.URL, "tok")
+	serveAPI := HTTPDialer{HTTP: hostile.Client()}.Serve(hostile.URL, "tok")
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"submit": func() error { return jobs.Submit(ctx, SubmitRequest{Entrypoint: "python x.py", SubmissionID: "s"}) },
+		"get":    func() error { _, err := jobs.GetJob(ctx, "s"); return err },
+		"stop":   func() error { return jobs.Stop(ctx, "s") },
+		"serve":  func() error { _, err := serveAPI.Applications(ctx); return err },
+		"apply":  func() error { return serveAPI.Apply(ctx, []byte(`{}`)) },
+		"probe":  func() error { _, err := ProbeServeProxy(ctx, hostile.Client(), hostile.URL); return err },
+	} {
+		err := call()
+		if err == nil || !strings.Contains(err.Error(), "307 Temporary Redirect") || !strings.Contains(err.Error(), "kray follows no redirect") {
+			t.Errorf("%s: error %v, want one saying the redirect was not followed", name, err)
+		}
+	}
+	if reached != 0 {
+		t.Errorf("the redirect's target was called %d times", reached)
+	}
+}
+
+// What a peer answers reaches a status only as a short excerpt of printable text.
+func TestErrorExcerptIsShortAndPrintable(t *testing.T) {
+	body := "line one\r\n\x1b[31mred\x1b[0m\ttab \xff" + strings.Repeat("é", 500)
+	c, _, _ := serve(t, map[string]answer{"GET /api/jobs/x": {500, body}})
+	_, err := c.GetJob(context.Background(), "x")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	excerpt := msg[strings.Index(msg, "Internal Server Error: ")+len("Internal Server Error: "):]
+	if want := "line one [31mred [0m tab \uFFFDéé"; !strings.HasPrefix(excerpt, want) {
+		t.Errorf("excerpt %q, want it to start %q", excerpt, want)
+	}
+	if len(excerpt) > maxExcerpt+len("...") || !strings.HasSuffix(excerpt, "...") || !utf8.ValidString(excerpt) {
+		t.Errorf("excerpt of %d bytes: %q", len(excerpt), excerpt)
+	}
+	for _, r := range excerpt {
+		if unicode.IsControl(r) {
+			t.Errorf("excerpt holds control character %U", r)
+		}
+	}
+}
+
+func TestExcerpt(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"  short\n", "short"},
+		{strings.Repeat(" ", 1000) + "x", "..."},
+		{strings.Repeat("a", maxExcerpt), strings.Repeat("a", maxExcerpt)},
+		{strings.Repeat("a", maxExcerpt+1), strings.Repeat("a", maxExcerpt) + "..."},
+		{"a" + strings.Repeat("é", maxExcerpt), "a" + strings.Repeat("é", (maxExcerpt-1)/2) + "..."},
+	} {
+		if got := Excerpt([]byte(tc.in)); got != tc.want {
+			t.Errorf("Excerpt(%.20q...) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

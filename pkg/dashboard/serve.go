@@ -125,7 +125,7 @@ func ServeConfigJSON(serveConfigV2 string) ([]byte, error) {
 // ProbeServeProxy reports whether the Serve proxy at baseURL (http://host:port) answers its health check
 // with 200; any other answer or none is unhealthy, with the reason.
 func ProbeServeProxy(ctx context.Context, hc *http.Client, baseURL string) (bool, error) {
-	c := &Client{http: hc, base: strings.TrimSuffix(baseURL, "/"), peer: "Serve proxy"}
+	c := &Client{http: noRedirects(hc), base: strings.TrimSuffix(baseURL, "/"), peer: "Serve proxy"}
 	status, body, err := c.do(ctx, http.MethodGet, ServeHealthPath, nil)
 	if err != nil {
 		return false, err
