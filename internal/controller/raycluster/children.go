@@ -30,7 +30,7 @@ type children struct {
 	cloneSets []kruisev1alpha1.CloneSet
 	// headSet is the head Advanced StatefulSet, nil when absent.
 	headSet *kruisev1beta1.StatefulSet
-	// headService is the head Service, nil when absent.
+	// headService is the head Service, nil when absent or not controlled by the RayCluster.
 	headService *corev1.Service
 }
 
@@ -57,8 +57,9 @@ func (r *Reconciler) readChildren(ctx context.Context, rc *rayv1.RayCluster) (ch
 	}
 	svc := &corev1.Service{}
 	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: names.HeadServiceFor(rc)}, svc); {
-	case err == nil:
+	case err == nil && ownedBy(svc, rc):
 		c.headService = svc
+	case err == nil: // someone else's, reported by the head Service phase
 	case !apierrors.IsNotFound(err):
 		return c, fmt.Errorf("get head Service: %w", err)
 	}

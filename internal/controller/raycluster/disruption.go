@@ -26,9 +26,6 @@ func (r *Reconciler) reconcileHeadDisruptionBudget(ctx context.Context, s *state
 	if err := r.createOnce(ctx, s, desired, live, EventCreatedPDB, EventFailedToWritePDB); err != nil || live.UID == "" {
 		return err
 	}
-	if !ownedBy(live, s.rc) {
-		return notOwnedError("PodDisruptionBudget", live.Name)
-	}
 	if equality.Semantic.DeepEqual(live.Spec, desired.Spec) {
 		return nil
 	}

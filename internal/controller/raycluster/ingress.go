@@ -21,7 +21,7 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
 	if err := r.createOnce(ctx, s, desired, live, EventCreatedIngress, EventFailedToCreateIngress); err != nil || live.UID == "" {
 		return err
 	}
-	if !ownedBy(live, s.rc) || (equality.Semantic.DeepEqual(live.Spec, desired.Spec) && hasAll(live.Annotations, desired.Annotations)) {
+	if equality.Semantic.DeepEqual(live.Spec, desired.Spec) && hasAll(live.Annotations, desired.Annotations) {
 		return nil
 	}
 	// Annotations that others (an ingress controller) add are kept; kray's own are brought back.

@@ -30,24 +30,35 @@ func (r *Reconciler) create(ctx context.Context, obj client.Object) (bool, error
 	}
 }
 
-// createIfMissing creates obj unless the cache holds an object with its name, which it reads into existing;
-// it never updates. It reports whether it created obj. KubeRay treats Services and the autoscaler's RBAC
-// the same way.
+// createIfMissing creates obj unless an object with its name exists, which it reads into existing (from the
+// cache, or from the API server when the create finds one the cache does not hold yet); it never updates.
+// It reports whether it created obj. KubeRay treats Services and the autoscaler's RBAC the same way.
 func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object, existing client.Object) (bool, error) {
-	switch err := r.Cache.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
+	key := client.ObjectKeyFromObject(obj)
+	switch err := r.Cache.Get(ctx, key, existing); {
 	case err == nil:
 		return false, nil
 	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	return r.create(ctx, obj)
+	made, err := r.create(ctx, obj)
+	if err == nil && !made {
+		err = r.APIReader.Get(ctx, key, existing)
+	}
+	return made, err
 }
 
 // createOnce creates obj if missing and queues a Normal event (created) on creation, a Warning (failed) on
-// failure.
+// failure. An existing object of obj's name is used only when this RayCluster controls it: one that someone
+// else made is neither used nor changed, and is a failure, so a RayCluster named after another's Role, say,
+// never binds that Role. Only an object kray makes without an owner (a retained GCS claim, meant to outlive
+// its cluster) is found again by name alone.
 func (r *Reconciler) createOnce(ctx context.Context, s *state, obj, existing client.Object, created, failed string) error {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
 	made, err := r.createIfMissing(ctx, obj, existing)
+	if err == nil && !made && metav1.GetControllerOf(obj) != nil && !ownedBy(existing, s.rc) {
+		err = notOwnedError(kind, obj.GetName())
+	}
 	if err != nil {
 		s.warn(failed, "Failed to create %s %s/%s: %v", kind, obj.GetNamespace(), obj.GetName(), err)
 		return fmt.Errorf("create %s %s: %w", kind, obj.GetName(), err)
