@@ -28,11 +28,15 @@ func DeadPods(pods []corev1.Pod, uid types.UID) []*corev1.Pod {
 // ExitedUnderNever returns the running pods whose template asked for restartPolicy Never (recorded by the
 // builder in an annotation) and whose Ray container has exited: KubeRay would delete them, so kray does, and
 // the workload replaces them with a fresh pod. A restart that Kruise's in-place update made on purpose (a new
-// image) is not an exit, nor the end of a raylet that kray drained.
-func ExitedUnderNever(pods []corev1.Pod) []*corev1.Pod {
+// image) is not an exit, nor the end of a raylet that kray drained. Only pods that one of workloads (UIDs)
+// controls count: the labels and annotation that select the others are anyone's to write.
+func ExitedUnderNever(pods []corev1.Pod, workloads []types.UID) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
+		if !slices.ContainsFunc(workloads, func(uid types.UID) bool { return IsControlledBy(p, uid) }) {
+			continue
+		}
 		if p.DeletionTimestamp != nil || IsDead(p) || p.Annotations[constants.AnnotationRestartPolicy] != string(corev1.RestartPolicyNever) {
 			continue
 		}

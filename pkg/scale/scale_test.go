@@ -194,13 +194,15 @@ func TestHygiene(t *testing.T) {
 		pod("failed-other", phase(corev1.PodFailed), owner("x")),
 		pod("never-exited", never, exited),
 		pod("never-restarted", never, restarted),
+		// A pod of another workload that someone labelled and annotated like the cluster's.
+		pod("never-exited-other", never, exited, owner("x")),
 		pod("always-exited", exited),
 	}
 	var dead, never2 []string
 	for _, p := range DeadPods(pods, csUID) {
 		dead = append(dead, p.Name)
 	}
-	for _, p := range ExitedUnderNever(pods) {
+	for _, p := range ExitedUnderNever(pods, []types.UID{"head-set", csUID}) {
 		never2 = append(never2, p.Name)
 	}
 	if diff := cmp.Diff([]string{"failed", "succeeded"}, dead); diff != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/scale"
@@ -17,16 +18,21 @@ import (
 // are final states, and each delete carries the pod's UID, so a cached view can never delete a live pod.
 func (r *Reconciler) deleteDeadPods(ctx context.Context, s *state) error {
 	var errs []error
+	var workloads []types.UID
+	if hs := s.children.headSet; hs != nil && ownedBy(hs, s.rc) {
+		workloads = append(workloads, hs.UID)
+	}
 	for i := range s.children.cloneSets {
 		cs := &s.children.cloneSets[i]
 		if !ownedBy(cs, s.rc) {
 			continue
 		}
+		workloads = append(workloads, cs.UID)
 		for _, p := range scale.DeadPods(s.children.pods, cs.UID) {
 			errs = append(errs, r.deleteReported(ctx, s, p, fmt.Sprintf("it exited with phase %s (%s); CloneSet %s has replaced it", p.Status.Phase, p.Status.Reason, cs.Name)))
 		}
 	}
-	for _, p := range scale.ExitedUnderNever(s.children.pods) {
+	for _, p := range scale.ExitedUnderNever(s.children.pods, workloads) {
 		errs = append(errs, r.deleteReported(ctx, s, p, "its Ray container exited and its template asks for restartPolicy Never; its workload creates a fresh pod"))
 	}
 	return errors.Join(errs...)
