@@ -76,6 +76,9 @@ type options struct {
 	batchScheduler string
 	// podDefaults are what a Configuration file adds to every Ray pod.
 	podDefaults builder.PodDefaults
+	// ingressPrefixes are the prefixes of the RayCluster annotations copied onto head Ingresses; nil is
+	// builder.DefaultIngressAnnotationPrefixes.
+	ingressPrefixes []string
 	// warnings are said at start: settings accepted from KubeRay that kray does not act on.
 	warnings []string
 }
@@ -109,6 +112,16 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	fs.BoolVar(&o.headClusterIP, "enable-head-cluster-ip-service", kenv.headClusterIP, "give the default head Service a cluster IP instead of making it headless; default from KubeRay's "+envHeadClusterIPService)
 	fs.DurationVar(&o.resync, "raycluster-resync-period", kenv.resync, "how often a settled RayCluster is reconciled without any event; default from KubeRay's "+envRequeueSeconds+" (seconds), else 5m")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticating (TokenReview) and authorizing (SubjectAccessReview) every scrape; false serves plain HTTP")
+	fs.Func("ingress-annotation-prefixes", "comma-separated prefixes of the RayCluster annotations copied onto the head Ingress (a key naming a snippet only when a prefix names it in full); empty copies none; default "+
+		strings.Join(builder.DefaultIngressAnnotationPrefixes, ","), func(v string) error {
+		o.ingressPrefixes = []string{}
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				o.ingressPrefixes = append(o.ingressPrefixes, p)
+			}
+		}
+		return nil
+	})
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	kubeRay := bindKubeRayFlags(fs, &o)
 	zopts := zap.Options{}
@@ -237,7 +250,7 @@ func run(o options) error {
 		Events:    shared.Events{Recorder: mgr.GetEventRecorderFor(constants.ControllerName)},
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP,
-			PodDefaults: o.podDefaults},
+			PodDefaults: o.podDefaults, IngressAnnotationPrefixes: o.ingressPrefixes},
 		ResyncPeriod: o.resync,
 		Ray:          &ray.GRPCDialer{},
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // parse runs parseFlags on args with env as the whole environment.
@@ -93,6 +95,22 @@ func TestRayJobWorkersAreTheirOwn(t *testing.T) {
 	}
 	if o.concurrency != 8 || o.jobWorkers != 2 {
 		t.Errorf("RayCluster workers %d, RayJob workers %d; want 8 and 2", o.concurrency, o.jobWorkers)
+	}
+}
+
+func TestIngressAnnotationPrefixes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"--ingress-annotation-prefixes=example.com/, cert-manager.io/"}, []string{"example.com/", "cert-manager.io/"}},
+		{[]string{"--ingress-annotation-prefixes="}, []string{}},
+	} {
+		o, err := parse(t, nil, tc.args...)
+		if err != nil || !cmp.Equal(tc.want, o.ingressPrefixes) {
+			t.Errorf("%q: %#v, %v; want %#v", tc.args, o.ingressPrefixes, err, tc.want)
+		}
 	}
 }
 

@@ -90,7 +90,7 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	if pvc := builder.GCSStoragePVC(rc); pvc != nil {
 		objs = append(objs, pvc)
 	}
-	if ing := builder.HeadIngress(rc); ing != nil {
+	if ing := builder.HeadIngress(rc, opts); ing != nil {
 		objs = append(objs, ing)
 	}
 	if svc := builder.ServeService(rc); svc != nil {

@@ -1,6 +1,8 @@
 package builder
 
 import (
+	"strings"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -10,9 +12,41 @@ import (
 	"github.com/kray-project/kray/pkg/names"
 )
 
+// DefaultIngressAnnotationPrefixes are the prefixes of the RayCluster annotations copied onto the head
+// Ingress when the operator is configured with none: those of the common ingress controllers,
+// cert-manager and ExternalDNS.
+var DefaultIngressAnnotationPrefixes = []string{
+	"nginx.ingress.kubernetes.io/",
+	"alb.ingress.kubernetes.io/",
+	"traefik.ingress.kubernetes.io/",
+	"haproxy.org/",
+	"ingress.kubernetes.io/",
+	"cert-manager.io/",
+	"external-dns.alpha.kubernetes.io/",
+}
+
+// IngressAnnotationCopied reports whether a RayCluster annotation goes onto the head Ingress under the
+// operator's prefixes (DefaultIngressAnnotationPrefixes when nil): its key starts with one of them, and a key
+// that names a snippet (ingress-nginx's configuration-snippet and the like, raw controller configuration)
+// goes only when a prefix names it in full.
+func IngressAnnotationCopied(key string, prefixes []string) bool {
+	if prefixes == nil {
+		prefixes = DefaultIngressAnnotationPrefixes
+	}
+	snippet := strings.Contains(strings.ToLower(key), "snippet")
+	for _, p := range prefixes {
+		if p != "" && strings.HasPrefix(key, p) && (!snippet || key == p) {
+			return true
+		}
+	}
+	return false
+}
+
 // HeadIngress is the Ingress to the head's dashboard when headGroupSpec.enableIngress is true, else nil.
-// Every RayCluster annotation but kubernetes.io/ingress.class is copied onto it; that one becomes its class.
-func HeadIngress(rc *rayv1.RayCluster) *networkingv1.Ingress {
+// kubernetes.io/ingress.class becomes its class; the RayCluster's other annotations are copied onto it when
+// IngressAnnotationCopied says so. KubeRay copies them all, which gives a user who may create RayClusters
+// whatever an ingress controller does with an annotation, raw configuration snippets included.
+func HeadIngress(rc *rayv1.RayCluster, opts Options) *networkingv1.Ingress {
 	if !ptr.Deref(rc.Spec.HeadGroupSpec.EnableIngress, false) {
 		return nil
 	}
@@ -50,6 +84,9 @@ func HeadIngress(rc *rayv1.RayCluster) *networkingv1.Ingress {
 	for k, v := range rc.Annotations {
 		if k == constants.AnnotationIngressClass {
 			ing.Spec.IngressClassName = ptr.To(v)
+			continue
+		}
+		if !IngressAnnotationCopied(k, opts.IngressAnnotationPrefixes) {
 			continue
 		}
 		if ing.Annotations == nil {

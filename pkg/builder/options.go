@@ -40,6 +40,9 @@ type Options struct {
 	// headSidecarContainers, workerSidecarContainers, defaultContainerEnvs, defaultPodLabels and
 	// defaultPodAnnotations).
 	PodDefaults PodDefaults
+	// IngressAnnotationPrefixes are the prefixes of the RayCluster annotations copied onto the head Ingress
+	// (IngressAnnotationCopied); nil is DefaultIngressAnnotationPrefixes.
+	IngressAnnotationPrefixes []string
 }
 
 // PodDefaults are platform-wide additions to Ray pods. A label, annotation or env var the pod already has,

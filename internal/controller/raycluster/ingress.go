@@ -13,7 +13,7 @@ import (
 // reconcileIngress creates the head Ingress when enableIngress is set, and brings an Ingress kray owns back
 // to the spec (KubeRay updates it in place).
 func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
-	desired := builder.HeadIngress(s.effective)
+	desired := builder.HeadIngress(s.effective, r.Options)
 	if desired == nil {
 		return nil
 	}
