@@ -72,6 +72,9 @@ func RayServiceSpec(svc *rayv1.RayService, opts RayServiceOptions) error {
 	if head := s.RayClusterSpec.HeadGroupSpec.HeadService; head != nil && head.Name != "" {
 		return errors.New("spec.rayClusterConfig.headGroupSpec.headService.metadata.name should not be set")
 	}
+	if err := ServiceRules("spec.serveService", s.ServeService); err != nil {
+		return err
+	}
 	if t := upgradeType(svc); t != nil && *t != rayv1.RayServiceUpgradeNone && *t != rayv1.RayServiceNewCluster && *t != rayv1.RayServiceNewClusterWithIncrementalUpgrade {
 		return fmt.Errorf("Spec.UpgradeStrategy.Type value %s is invalid, valid options are %s, %s, or %s", *t, rayv1.RayServiceNewClusterWithIncrementalUpgrade, rayv1.RayServiceNewCluster, rayv1.RayServiceUpgradeNone)
 	}

@@ -93,6 +93,9 @@ func TestRayServiceSpec(t *testing.T) {
 		{"head service name", []func(*rayv1.RayService){func(s *rayv1.RayService) {
 			s.Spec.RayClusterSpec.HeadGroupSpec.HeadService = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}
 		}}, false, "spec.rayClusterConfig.headGroupSpec.headService.metadata.name should not be set"},
+		{"serve Service with external IPs", []func(*rayv1.RayService){func(s *rayv1.RayService) {
+			s.Spec.ServeService = &corev1.Service{Spec: corev1.ServiceSpec{ExternalIPs: []string{"10.0.0.1"}}}
+		}}, false, "spec.serveService.spec.externalIPs is not allowed: a user's Service may not claim addresses for the nodes"},
 		{"NewCluster", []func(*rayv1.RayService){upgrade(rayv1.RayServiceNewCluster, nil)}, false, ""},
 		{"None", []func(*rayv1.RayService){upgrade(rayv1.RayServiceUpgradeNone, nil)}, false, ""},
 		{"unknown type", []func(*rayv1.RayService){upgrade("BlueGreen", nil)}, false,

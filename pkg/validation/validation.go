@@ -4,6 +4,7 @@
 package validation
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -123,7 +124,31 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	if err := krayAnnotations(rc); err != nil {
 		return err
 	}
+	if err := ServiceRules("headGroupSpec.headService", rc.Spec.HeadGroupSpec.HeadService); err != nil {
+		return err
+	}
+	if rc.Spec.HeadGroupSpec.ServiceType == corev1.ServiceTypeExternalName {
+		return errors.New("headGroupSpec.serviceType ExternalName is not allowed: the head Service must lead to the head pod")
+	}
 	return unsupportedRules(rc, opts)
+}
+
+// ServiceRules checks a Service template kray creates as given (a head Service, a RayService's serve
+// Service), at path: it may not point elsewhere than its pods. externalIPs make nodes take traffic for any
+// address (CVE-2020-8554), and an ExternalName makes the Service's DNS name, which kray and Ray itself call,
+// resolve wherever the user says. KubeRay copies both; kray refuses them.
+func ServiceRules(path string, svc *corev1.Service) error {
+	switch {
+	case svc == nil:
+		return nil
+	case len(svc.Spec.ExternalIPs) > 0:
+		return fmt.Errorf("%s.spec.externalIPs is not allowed: a user's Service may not claim addresses for the nodes", path)
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return fmt.Errorf("%s.spec.type ExternalName is not allowed: the Service must lead to the cluster's pods", path)
+	case svc.Spec.ExternalName != "":
+		return fmt.Errorf("%s.spec.externalName is not allowed: the Service must lead to the cluster's pods", path)
+	}
+	return nil
 }
 
 // krayAnnotations checks the values of kray's switch annotations on the RayCluster.

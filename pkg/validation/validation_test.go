@@ -50,6 +50,21 @@ func TestSpec(t *testing.T) {
 		wantErr string
 	}{
 		{"valid", cluster(), ""},
+		{"head Service with external IPs", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.HeadService = &corev1.Service{Spec: corev1.ServiceSpec{ExternalIPs: []string{"10.0.0.1"}}}
+		}), "headGroupSpec.headService.spec.externalIPs is not allowed"},
+		{"head Service of type ExternalName", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.HeadService = &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "dashboard.other.svc"}}
+		}), "headGroupSpec.headService.spec.type ExternalName is not allowed"},
+		{"head Service with an external name", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.HeadService = &corev1.Service{Spec: corev1.ServiceSpec{ExternalName: "dashboard.other.svc"}}
+		}), "headGroupSpec.headService.spec.externalName is not allowed"},
+		{"serviceType ExternalName", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.ServiceType = corev1.ServiceTypeExternalName
+		}), "headGroupSpec.serviceType ExternalName is not allowed"},
+		{"head Service of type LoadBalancer", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.HeadService = &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		}), ""},
 		{"head disruption budget", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationHeadDisruptionBudget: "true"}
 		}), ""},
