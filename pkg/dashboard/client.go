@@ -203,7 +203,7 @@ func (c *Client) do(ctx context.Context, method, path string, payload []byte) (i
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: read the answer to %s %s: %w", c.peerName(), c.base, method, path, err)
+		return 0, nil, fmt.Errorf("%s: read the answer to %s %s: %w", c.where(), method, path, err)
 	}
 	if len(data) > maxBody {
 		return 0, nil, c.tooLarge(method, path, maxBody)
@@ -213,7 +213,7 @@ func (c *Client) do(ctx context.Context, method, path string, payload []byte) (i
 
 // tooLarge is the error of an answer cut at limit bytes.
 func (c *Client) tooLarge(method, path string, limit int64) error {
-	return fmt.Errorf("%s %s: the answer to %s %s is larger than %d bytes, the most kray reads; it was not used", c.peerName(), c.base, method, path, limit)
+	return fmt.Errorf("%s: the answer to %s %s is larger than %d bytes, the most kray reads; it was not used", c.where(), method, path, limit)
 }
 
 // send sends one request under ctx; the caller closes the answer's body.
@@ -234,7 +234,7 @@ func (c *Client) send(ctx context.Context, method, path string, payload []byte) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", c.peerName(), c.base, err)
+		return nil, fmt.Errorf("%s: %w", c.where(), err)
 	}
 	return resp, nil
 }
@@ -260,6 +260,19 @@ func Excerpt(body []byte) string {
 		cut--
 	}
 	return text[:cut] + "..."
+}
+
+// where names what answers at the client's base URL, and the URL without its password, if any.
+func (c *Client) where() string {
+	return c.peerName() + " " + redacted(c.base)
+}
+
+// redacted is address with the password of its user info, if any, replaced.
+func redacted(address string) string {
+	if u, err := url.Parse(address); err == nil {
+		return u.Redacted()
+	}
+	return address
 }
 
 // peerName names what answers at the client's base URL.

@@ -262,3 +262,23 @@ func TestExcerpt(t *testing.T) {
 		}
 	}
 }
+
+// A dashboard address that carries credentials (an operator's --ray-dashboard-address) never reaches an
+// error, and so a status or a log, with its password.
+func TestErrorsRedactTheAddressPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, strings.Repeat("x", maxBody+1))
+	}))
+	base := strings.Replace(srv.URL, "http://", "http://kray:s3cret@", 1)
+	jobs := HTTPDialer{HTTP: srv.Client()}.Jobs(base, "")
+	_, tooLarge := jobs.GetJob(context.Background(), "a")
+	srv.Close()
+	_, unreachable := jobs.GetJob(context.Background(), "a")
+	_, probe := ProbeServeProxy(context.Background(), srv.Client(), base)
+	for name, err := range map[string]error{"too large": tooLarge, "unreachable": unreachable, "probe": probe} {
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "kray:") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

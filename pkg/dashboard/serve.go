@@ -131,7 +131,7 @@ func ProbeServeProxy(ctx context.Context, hc *http.Client, baseURL string) (bool
 		return false, err
 	}
 	if status != http.StatusOK {
-		return false, c.httpError("Serve proxy health check at "+c.base, status, body)
+		return false, c.httpError("Serve proxy health check at "+redacted(c.base), status, body)
 	}
 	return true, nil
 }
