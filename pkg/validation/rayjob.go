@@ -127,11 +127,13 @@ func RayJobStatus(job *rayv1.RayJob) error {
 	return nil
 }
 
-// RuntimeEnv parses runtimeEnvYAML into the map the Ray job API takes; empty is no runtime environment.
+// RuntimeEnv parses runtimeEnvYAML into the map the Ray job API takes; empty is no runtime environment. Its
+// error does not quote the text (KubeRay's does): it goes into a status and an event, and env_vars may hold
+// secrets.
 func RuntimeEnv(runtimeEnvYAML string) (map[string]any, error) {
 	var env map[string]any
 	if err := yaml.Unmarshal([]byte(runtimeEnvYAML), &env); err != nil {
-		return nil, fmt.Errorf("failed to unmarshal RuntimeEnvYAML: %v: %w", runtimeEnvYAML, err)
+		return nil, fmt.Errorf("failed to unmarshal RuntimeEnvYAML: %w", err)
 	}
 	return env, nil
 }

@@ -165,7 +165,10 @@ func TestRayJobSpec(t *testing.T) {
 		{"invalid cluster spec", func(j *rayv1.RayJob) { j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers = nil },
 			"The RayJob spec is invalid: headGroupSpec should have at least one container"},
 		{"runtime env not YAML", func(j *rayv1.RayJob) { j.Spec.RuntimeEnvYAML = "pip: [" },
-			"failed to unmarshal RuntimeEnvYAML: pip: [: error converting YAML to JSON: yaml: line 1: did not find expected node content"},
+			"failed to unmarshal RuntimeEnvYAML: error converting YAML to JSON: yaml: line 1: did not find expected node content"},
+		// The text goes into a status and an event, and env_vars may hold secrets: it is not quoted.
+		{"runtime env with a secret not YAML", func(j *rayv1.RayJob) { j.Spec.RuntimeEnvYAML = "env_vars:\n  TOKEN: s3cret\npip: [" },
+			"failed to unmarshal RuntimeEnvYAML: error converting YAML to JSON: yaml: line 3: did not find expected node content"},
 		{"entrypoint resources not an object", func(j *rayv1.RayJob) { j.Spec.EntrypointResources = "[1]" },
 			"The RayJob spec is invalid: entrypointResources must be a JSON object of resource quantities: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]float32"},
 		{"zero deadline", func(j *rayv1.RayJob) { j.Spec.ActiveDeadlineSeconds = ptr.To[int32](0) },
