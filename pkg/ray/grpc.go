@@ -59,19 +59,43 @@ func (RawCodec) Unmarshal(data []byte, v any) error {
 // Name is "proto".
 func (RawCodec) Name() string { return "proto" }
 
-// GRPCDialer dials Ray GCS servers over plaintext gRPC and keeps one connection per address.
+// idleConn is how long a connection no Dial asked for is kept: a cluster that was deleted, or that drains
+// nothing, releases its connection after it.
+const idleConn = 10 * time.Minute
+
+// GRPCDialer dials Ray GCS servers over plaintext gRPC and keeps one connection per address while it is used.
 type GRPCDialer struct {
 	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	conns map[string]*conn
+	// now is the clock; nil is time.Now.
+	now func() time.Time
+}
+
+// conn is a connection and when a Dial last asked for it.
+type conn struct {
+	cc   *grpc.ClientConn
+	used time.Time
 }
 
 // Dial returns the Client of the GCS at address; connections are made lazily and reused (per address: the
-// token travels with each call, not with the connection).
+// token travels with each call, not with the connection). Connections idle for idleConn are closed.
 func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now
+	if d.now != nil {
+		now = d.now
+	}
+	t := now()
+	for a, c := range d.conns {
+		if a != address && t.Sub(c.used) > idleConn {
+			_ = c.cc.Close()
+			delete(d.conns, a)
+		}
+	}
 	if c, ok := d.conns[address]; ok {
-		return grpcClient{conn: c, token: token}, nil
+		c.used = t
+		return grpcClient{conn: c.cc, token: token}, nil
 	}
 	c, err := grpc.NewClient(address,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -80,9 +104,9 @@ func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 		return nil, fmt.Errorf("dial Ray GCS %s: %w", address, err)
 	}
 	if d.conns == nil {
-		d.conns = map[string]*grpc.ClientConn{}
+		d.conns = map[string]*conn{}
 	}
-	d.conns[address] = c
+	d.conns[address] = &conn{cc: c, used: t}
 	return grpcClient{conn: c, token: token}, nil
 }
 

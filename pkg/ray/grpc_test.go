@@ -3,7 +3,9 @@ package ray
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -46,5 +48,33 @@ func TestGRPCClientSendsTheToken(t *testing.T) {
 		if h := <-got; len(h) != len(tc.want) || (len(h) == 1 && h[0] != tc.want[0]) {
 			t.Errorf("token %q: authorization metadata %q, want %q", tc.token, h, tc.want)
 		}
+	}
+}
+
+// A connection no Dial asked for in idleConn is closed and forgotten at the next Dial, so the connections
+// follow the clusters that exist rather than every cluster there ever was.
+func TestGRPCDialerForgetsIdleConnections(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	d := &GRPCDialer{now: func() time.Time { return now }}
+	for _, address := range []string{"a.ns.svc:6379", "b.ns.svc:6379"} {
+		if _, err := d.Dial(address, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(idleConn / 2)
+	if _, err := d.Dial("a.ns.svc:6379", ""); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(idleConn/2 + time.Second)
+	if _, err := d.Dial("c.ns.svc:6379", ""); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for address := range d.conns {
+		got = append(got, address)
+	}
+	slices.Sort(got)
+	if want := []string{"a.ns.svc:6379", "c.ns.svc:6379"}; !slices.Equal(got, want) {
+		t.Errorf("connections %v, want %v", got, want)
 	}
 }
