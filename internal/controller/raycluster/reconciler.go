@@ -62,7 +62,8 @@ type Reconciler struct {
 	// Kubernetes' default scheduler. A cluster keeps the scheduling its workloads were created with.
 	BatchScheduler string
 
-	// createdSecrets remembers the auth Secrets known to exist (kray does not watch Secrets).
+	// createdSecrets remembers, by RayCluster, the auth Secret known to exist ("<cluster UID>/<Secret name>"):
+	// kray does not watch Secrets. A deleted RayCluster's entry goes with it.
 	createdSecrets sync.Map
 	// progress holds back status changes that only move pod counts (see writeStatus).
 	progress heldProgress
@@ -149,6 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 			r.progress.forget(req.NamespacedName)
+			r.createdSecrets.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

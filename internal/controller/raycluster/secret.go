@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/names"
 )
@@ -17,8 +19,9 @@ func (r *Reconciler) reconcileAuthSecret(ctx context.Context, s *state) error {
 	if builder.AuthSecret(s.effective, "") == nil {
 		return nil
 	}
-	key := string(s.rc.UID) + "/Secret/" + names.AuthSecretFor(s.effective)
-	if _, done := r.createdSecrets.Load(key); done {
+	key := types.NamespacedName{Namespace: s.rc.Namespace, Name: s.rc.Name}
+	made := string(s.rc.UID) + "/" + names.AuthSecretFor(s.effective)
+	if v, ok := r.createdSecrets.Load(key); ok && v == made {
 		return nil
 	}
 	raw := make([]byte, 32)
@@ -34,6 +37,6 @@ func (r *Reconciler) reconcileAuthSecret(ctx context.Context, s *state) error {
 	if created {
 		s.normal(EventCreatedSecret, "Created Secret %s/%s holding the Ray auth token", secret.Namespace, secret.Name)
 	}
-	r.createdSecrets.Store(key, true)
+	r.createdSecrets.Store(key, made)
 	return nil
 }
