@@ -147,6 +147,9 @@ const (
 	// for it (a gang without room, a queue that does not exist) with what the scheduler said, True once all
 	// are bound.
 	ConditionPodsScheduled = "PodsScheduled"
+	// ConditionRayGCSPaused is True while kray does not call the cluster's GCS, which failed to answer in a
+	// row (its worker drains then wait for their timeout); absent otherwise.
+	ConditionRayGCSPaused = "RayGCSCallsPaused"
 )
 
 // Condition reasons.
@@ -171,6 +174,7 @@ const (
 	ReasonRollingUpdate                  = "RollingUpdateInProgress"
 	ReasonRecreating                     = "RecreateInProgress"
 	ReasonUpgradeStrategyNone            = "UpgradeStrategyNone"
+	ReasonGCSNotAnswering                = "GCSNotAnswering"
 )
 
 // ControllerName is the field manager and event reporter of kray's reconciler.

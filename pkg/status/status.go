@@ -39,6 +39,8 @@ type Observed struct {
 	Now metav1.Time
 	// BatchScheduler is the batch scheduler the cluster's pods go to, "" for Kubernetes' default scheduler.
 	BatchScheduler string
+	// GCSPaused says why kray does not call the cluster's GCS for now, nil when it does.
+	GCSPaused error
 }
 
 // Compute returns the new status of rc. It does not modify rc.
@@ -60,6 +62,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	suspendedNow := setSuspension(&st, rc, obs.Pods, obs.Now)
 	setProvisioned(&st, obs.Pods, obs.Now)
 	setPodsScheduled(&st, obs)
+	setGCSPaused(&st, obs)
 
 	state := st.State
 	switch {
@@ -337,6 +340,15 @@ func setWorkloadsSynced(st *rayv1.RayClusterStatus, rc *rayv1.RayCluster, obs Ob
 		return
 	}
 	set(st, constants.ConditionWorkloadsSynced, metav1.ConditionTrue, constants.ReasonSynced, "", obs.Now)
+}
+
+// setGCSPaused reports a pause of the calls to the cluster's GCS, and removes the condition once they resume.
+func setGCSPaused(st *rayv1.RayClusterStatus, obs Observed) {
+	if obs.GCSPaused == nil {
+		meta.RemoveStatusCondition(&st.Conditions, constants.ConditionRayGCSPaused)
+		return
+	}
+	set(st, constants.ConditionRayGCSPaused, metav1.ConditionTrue, constants.ReasonGCSNotAnswering, obs.GCSPaused.Error(), obs.Now)
 }
 
 // setSuspension runs KubeRay's suspend lifecycle and reports whether the cluster is (now) suspended.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -57,13 +58,25 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 	}
 	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
 	gcs := r.gcsAddress(s)
-	token, tokenErr := authtoken.Read(ctx, r.APIReader, s.effective) // only while a worker waits for its drain
-	gcsClient := r.rayClient(gcs, token)
-	if tokenErr != nil {
-		gcsClient = failedClient{tokenErr}
+	g := gcsView{address: gcs, now: r.now().Time, timeout: timeout, spent: func() bool { return false }}
+	key := client.ObjectKeyFromObject(s.rc)
+	if paused := r.gcs.paused(key, g.now); paused != nil {
+		// Held pods start their drain without a request, and are released after the timeout.
+		g.client, g.lookupErr = failedClient{paused}, paused
+		for _, p := range waiting {
+			errs = append(errs, r.drainHeld(ctx, s, p, g))
+		}
+		return errors.Join(errs...)
 	}
-	nodes, lookupErr := gcsClient.Nodes(ctx)
-	g := gcsView{client: gcsClient, address: gcs, nodes: nodes, lookupErr: lookupErr, now: r.now().Time, timeout: timeout}
+	token, tokenErr := authtoken.Read(ctx, r.APIReader, s.effective) // only while a worker waits for its drain
+	if tokenErr != nil {
+		g.client = failedClient{tokenErr}
+	} else {
+		bc := newBudgetedClient(r.rayClient(gcs, token))
+		g.client, g.spent = bc, bc.spent
+		defer func() { r.gcs.record(key, r.now().Time, bc.failure()) }()
+	}
+	g.nodes, g.lookupErr = g.client.Nodes(ctx)
 	for _, p := range waiting {
 		errs = append(errs, r.drainHeld(ctx, s, p, g))
 	}
@@ -79,6 +92,9 @@ type gcsView struct {
 	lookupErr error
 	now       time.Time
 	timeout   time.Duration
+	// spent reports whether this reconcile's time for GCS calls is spent (gcsBudget): a drain request that
+	// does not fit waits for the next reconcile.
+	spent func() bool
 }
 
 // drainHeld moves the drain of one held pod a step: it releases a pod that cannot run a Ray node or whose
@@ -95,6 +111,9 @@ func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g g
 	rec, ok := recordedDrain(p)
 	if !ok {
 		s.retryAfter(drainPoll)
+		if g.spent() {
+			return nil // started by the next reconcile, so that its request reaches the GCS
+		}
 		return r.startDrain(ctx, s, p, g)
 	}
 	took, deadline := g.now.Sub(rec.started), rec.started.Add(g.timeout)
@@ -124,6 +143,9 @@ func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g g
 	}
 	// No drain request reached the GCS when this hold began (it did not answer): ask now, once.
 	s.retryAfter(min(drainPoll, deadline.Sub(g.now)))
+	if g.spent() {
+		return nil
+	}
 	return r.requestDrain(ctx, s, p, g, node, deadline)
 }
 

@@ -67,6 +67,8 @@ type Reconciler struct {
 	createdSecrets sync.Map
 	// progress holds back status changes that only move pod counts (see writeStatus).
 	progress heldProgress
+	// gcs pauses the calls to a cluster's GCS that keeps failing to answer.
+	gcs gcsBreaker
 }
 
 // The phases, in the order they run. The Services and the Ingress come after the workloads, which need
@@ -151,6 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			metrics.Forget(req.Namespace, req.Name)
 			r.progress.forget(req.NamespacedName)
 			r.createdSecrets.Delete(req.NamespacedName)
+			r.gcs.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

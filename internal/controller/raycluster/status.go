@@ -65,6 +65,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	obs.HeadSet, obs.HeadService = s.children.headSet, s.children.headService
 	obs.Now = r.now()
 	obs.BatchScheduler = s.options.Scheduling.Scheduler
+	obs.GCSPaused = r.gcs.paused(key, obs.Now.Time)
 	updated := status.Compute(rc, obs)
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {
