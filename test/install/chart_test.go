@@ -433,3 +433,60 @@ func lastRuleIsPodGroups(group string) func(*testing.T, []*unstructured.Unstruct
 		}
 	}
 }
+
+// A values file written for KubeRay's chart keeps its scope: watchNamespace is taken as watchNamespaces. With
+// singleNamespaceInstall, every watched namespace gets the operator's Role bound there, and no other.
+func TestChartWatchedNamespacesGetTheirRoles(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		arg    string
+		roles  []string // namespaces of the operator's Role and RoleBinding
+	}{
+		{`watchNamespace: [team-a, team-b]`, "--watch-namespaces=team-a,team-b", nil},
+		{`{watchNamespaces: [team-c], watchNamespace: [team-a]}`, "--watch-namespaces=team-c", nil},
+		{`{singleNamespaceInstall: true, watchNamespace: [team-a, team-b]}`, "--watch-namespaces=team-a,team-b", []string{"team-a", "team-b"}},
+		{`singleNamespaceInstall: true`, "--watch-namespaces=kray-system", []string{"kray-system"}},
+	} {
+		values := map[string]any{}
+		if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+			t.Fatal(err)
+		}
+		objs := renderChart(t, defaultRelease, values)
+		if args := container(t, deployment(t, objs)).Args; !slices.Contains(args, tc.arg) {
+			t.Errorf("%s: arguments %q, want %s", tc.values, args, tc.arg)
+		}
+		var roles, bindings []string
+		for _, o := range objs {
+			switch {
+			case o.GetKind() == "Role" && o.GetName() == "kray":
+				roles = append(roles, o.GetNamespace())
+			case o.GetKind() == "RoleBinding" && o.GetName() == "kray":
+				bindings = append(bindings, o.GetNamespace())
+			case o.GetKind() == "ClusterRoleBinding" && o.GetName() == "kray" && tc.roles != nil:
+				t.Errorf("%s: a ClusterRoleBinding beside the Roles", tc.values)
+			}
+		}
+		if !slices.Equal(roles, tc.roles) || !slices.Equal(bindings, tc.roles) {
+			t.Errorf("%s: Roles in %q, RoleBindings in %q; want both in %q", tc.values, roles, bindings, tc.roles)
+		}
+	}
+}
+
+// A key the chart does not know fails the install instead of being ignored: a KubeRay values file's
+// setting kray has no value for, or a typo, would otherwise silently do nothing.
+func TestChartRefusesUnknownValues(t *testing.T) {
+	for _, values := range []string{
+		`crNamespacedRbacEnable: false`,
+		`watchNamespacess: [a]`,
+		`metrics: {secured: true}`,
+		`image: {pullPolicy: Sometimes}`,
+	} {
+		v := map[string]any{}
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := HelmChart(chartDir, defaultRelease, v); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+			t.Errorf("%s: %v, want the schema's refusal", values, err)
+		}
+	}
+}

@@ -42,3 +42,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+kray.watchNamespaces is the list of watched namespaces, comma-separated: watchNamespaces, else KubeRay's
+watchNamespace, else (singleNamespaceInstall) the release namespace; empty watches all.
+*/}}
+{{- define "kray.watchNamespaces" -}}
+{{- $ns := .Values.watchNamespaces | default .Values.watchNamespace | default list -}}
+{{- if and (not $ns) .Values.singleNamespaceInstall -}}
+{{- $ns = list .Release.Namespace -}}
+{{- end -}}
+{{- join "," $ns -}}
+{{- end }}
