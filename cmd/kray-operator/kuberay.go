@@ -159,7 +159,11 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 		}
 		o.batchScheduler = name
 	}
-	if set["metrics-addr"] {
+	switch {
+	case set["metrics-addr"] && set["metrics-secure"] && o.secureMetrics:
+		// Taking the pair would turn authentication off although it was asked for.
+		errs = append(errs, errors.New("--metrics-addr serves KubeRay's plain HTTP metrics and cannot be given with --metrics-secure=true; use --metrics-bind-address for authenticated metrics"))
+	case set["metrics-addr"]:
 		o.metricsAddr, o.secureMetrics = k.metricsAddr, false // KubeRay's endpoint, as its chart probes it
 	}
 	if set["enable-leader-election"] && !set["leader-elect"] {

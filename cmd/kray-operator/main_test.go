@@ -148,6 +148,13 @@ func TestKubeRayFlagNames(t *testing.T) {
 	if o, err := parse(t, nil, "--metrics-bind-address=0", "--metrics-addr=:8080"); err != nil || o.metricsAddr != ":8080" || o.secureMetrics {
 		t.Errorf("--metrics-addr beside --metrics-bind-address: %s secure %t, %v; want KubeRay's plain endpoint", o.metricsAddr, o.secureMetrics, err)
 	}
+	// Asking for authenticated metrics and KubeRay's plain endpoint at once is refused, not half done.
+	if _, err := parse(t, nil, "--metrics-secure=true", "--metrics-addr=:8080"); err == nil || !strings.Contains(err.Error(), "--metrics-addr serves KubeRay's plain HTTP metrics and cannot be given with --metrics-secure=true") {
+		t.Errorf("--metrics-addr with --metrics-secure=true: %v, want an error", err)
+	}
+	if o, err := parse(t, nil, "--metrics-secure=false", "--metrics-addr=:8080"); err != nil || o.secureMetrics || o.metricsAddr != ":8080" {
+		t.Errorf("--metrics-addr with --metrics-secure=false: %s secure %t, %v", o.metricsAddr, o.secureMetrics, err)
+	}
 	if o, err := parse(t, nil, "--enable-leader-election=true", "--leader-elect=false"); err != nil || o.leaderElect {
 		t.Errorf("--leader-elect=false after KubeRay's true: %t, %v; want kray's flag to win", o.leaderElect, err)
 	}
