@@ -62,9 +62,10 @@ func (d HTTPDialer) Serve(baseURL, token string) ServeAPI {
 	return d.Jobs(baseURL, token).(*Client)
 }
 
-// maxServeBody bounds the bytes of Serve's details, which list every replica of every deployment (several
-// hundred bytes each); decodeServeDetails bounds the memory they take.
-var maxServeBody int64 = 256 << 20 // a variable for the test of an answer over it
+// maxServeBody bounds the bytes of Serve's details, which list every replica of every deployment (about 400
+// bytes each: 64 MiB holds 150,000 replicas); decodeServeDetails bounds the memory they take. The bound also
+// bounds the work a head answering without end makes kray do per call.
+var maxServeBody int64 = 64 << 20 // a variable for the test of an answer over it
 
 // serveCallTimeout bounds the Serve details call, whose answer grows with the replicas.
 const serveCallTimeout = 10 * time.Second
