@@ -43,6 +43,7 @@ start_kube_apiserver() {
     --service-account-signing-key-file="${PKI_DIR}/sa.key" \
     --service-cluster-ip-range="${SERVICE_CIDR}" \
     --authorization-mode=RBAC \
+    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
     --endpoint-reconciler-type=none \
     --allow-privileged=true \
     --requestheader-client-ca-file="${PKI_DIR}/front-proxy-ca.crt" \

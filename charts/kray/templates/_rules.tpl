@@ -147,6 +147,15 @@ differ.
 - apiGroups:
   - ray.io
   resources:
+  - rayclusters/finalizers
+  - raycronjobs/finalizers
+  - rayjobs/finalizers
+  - rayservices/finalizers
+  verbs:
+  - update
+- apiGroups:
+  - ray.io
+  resources:
   - rayclusters/status
   - raycronjobs/status
   - rayjobs/status
@@ -163,14 +172,6 @@ differ.
   - get
   - list
   - watch
-- apiGroups:
-  - ray.io
-  resources:
-  - raycronjobs/finalizers
-  - rayjobs/finalizers
-  - rayservices/finalizers
-  verbs:
-  - update
 - apiGroups:
   - ray.io
   resources:

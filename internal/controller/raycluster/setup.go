@@ -36,6 +36,7 @@ import (
 
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ray.io,resources=rayclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ray.io,resources=rayclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets;statefulsets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create
@@ -52,7 +53,9 @@ import (
 //
 // Why each verb: leases for leader election live in a namespaced Role (config/rbac/leader_election_role.yaml),
 // not here. TokenReviews and SubjectAccessReviews let --metrics-secure authenticate and authorize scrapers.
-// RayClusters are read and only their status is written (never the spec). Kruise workloads
+// RayClusters are read and only their status is written (never the spec); rayclusters/finalizers update lets
+// the objects kray creates carry a controller reference that blocks the cluster's deletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift) requires. Kruise workloads
 // are created, updated (template, replicas, podsToDelete) and deleted when a group is removed. Pods are
 // read for status and deleted only when they exited (CloneSet leaves them behind) or exited under a
 // restartPolicy-Never template, patched to put or release the drain hook label. Services and the
