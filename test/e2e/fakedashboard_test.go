@@ -32,6 +32,10 @@ type fakeDashboard struct {
 	down    bool
 	// serve is Ray Serve on every cluster (fakeserve_test.go).
 	serve *fakeServe
+	// hostile are the heads that answer every call with an attack, by namespace (hostile_test.go); trapped
+	// counts the calls that reached the address the redirecting ones name.
+	hostile map[string]attack
+	trapped int
 }
 
 // jobPlan is how a job with a given entrypoint runs: pending for a moment, running for runFor, then
@@ -162,6 +166,9 @@ func (f *fakeDashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind, key, full := route(r.URL.Path)
+	if f.attacked(w, r, kind, key) {
+		return
+	}
 	switch {
 	case kind == "p" && full == "/-/healthz":
 		f.serve.probe(w, key)

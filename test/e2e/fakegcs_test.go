@@ -30,9 +30,11 @@ type fakeGCS struct {
 	mu sync.Mutex
 	// drainTime is how long a drain takes per namespace; a negative value never finishes.
 	drainTime map[string]time.Duration
-	drains    map[string]drainCall // pod namespace/name -> first drain request
-	calls     []drainCall
-	pods      map[string]string // hex node ID -> pod namespace/name
+	// stalled are the namespaces whose drain requests the GCS takes and never answers (hostile_test.go).
+	stalled map[string]bool
+	drains  map[string]drainCall // pod namespace/name -> first drain request
+	calls   []drainCall
+	pods    map[string]string // hex node ID -> pod namespace/name
 	// tokens are the Ray auth tokens of the namespaces whose cluster has token auth on: as Ray's GCS, the
 	// fake refuses their calls without "authorization: Bearer <token>".
 	tokens map[string]string
@@ -58,7 +60,7 @@ func startFakeGCS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gcs = &fakeGCS{drainTime: map[string]time.Duration{}, drains: map[string]drainCall{}, pods: map[string]string{}, tokens: map[string]string{}}
+	gcs = &fakeGCS{drainTime: map[string]time.Duration{}, stalled: map[string]bool{}, drains: map[string]drainCall{}, pods: map[string]string{}, tokens: map[string]string{}}
 	srv := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(gcs.handle))
 	go func() { _ = srv.Serve(lis) }()
 	go func() { <-ctx.Done(); srv.Stop() }()
@@ -140,7 +142,13 @@ func (f *fakeGCS) handle(_ any, stream grpc.ServerStream) error {
 		if _, ok := f.drains[call.Pod]; !ok && call.Pod != "" {
 			f.drains[call.Pod] = call
 		}
+		ns, _, _ := strings.Cut(call.Pod, "/")
+		stalled := f.stalled[ns]
 		f.mu.Unlock()
+		if stalled {
+			<-stream.Context().Done()
+			return grpcstatus.FromContextError(stream.Context().Err()).Err()
+		}
 		return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
 	}
 	return grpcstatus.Errorf(codes.Unimplemented, "fake GCS does not serve %s", method)
