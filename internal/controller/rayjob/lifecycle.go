@@ -395,16 +395,9 @@ func finishedCondition(sub *batchv1.Job) *batchv1.JobCondition {
 	return nil
 }
 
-// pollAfter is when a running job's dashboard is read next after failures reads in a row failed:
-// PollInterval, doubled for each failure after the first, at most MaxPollInterval. A dashboard that is down
-// (a head restarting, a network fault) is not hammered, and a slow one does not keep a reconcile worker busy
-// every few seconds.
+// pollAfter is when a running job's dashboard is read next after failures reads in a row failed.
 func pollAfter(failures int) time.Duration {
-	after := PollInterval
-	for i := 1; i < failures && after < MaxPollInterval; i++ {
-		after *= 2
-	}
-	return min(after, MaxPollInterval)
+	return shared.Backoff(failures, PollInterval, MaxPollInterval)
 }
 
 // msTime converts the dashboard's Unix milliseconds; zero keeps the previous value.

@@ -8,14 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,35 +65,14 @@ type Reconciler struct {
 	Suffix func() string
 
 	// failures counts, per RayJob, the dashboard reads in a row that failed (Observed.DashboardFailures).
-	failures failureCounts
-}
-
-// failureCounts is a per-RayJob counter, safe for concurrent reconciles; a RayJob absent has none.
-type failureCounts struct {
-	mu sync.Mutex
-	n  map[types.NamespacedName]int
-}
-
-// record adds one failure for key when failed, forgets key otherwise, and returns key's count.
-func (f *failureCounts) record(key types.NamespacedName, failed bool) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !failed {
-		delete(f.n, key)
-		return 0
-	}
-	if f.n == nil {
-		f.n = map[types.NamespacedName]int{}
-	}
-	f.n[key]++
-	return f.n[key]
+	failures shared.FailureCounts
 }
 
 // Reconcile moves one RayJob a step through its lifecycle.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &rayv1.RayJob{}
 	if err := r.Cache.Get(ctx, req.NamespacedName, job); err != nil {
-		r.failures.record(req.NamespacedName, false)
+		r.failures.Record(req.NamespacedName, false)
 		if apierrors.IsNotFound(err) {
 			metrics.ForgetJob(req.Namespace, req.Name)
 		}
@@ -188,7 +165,7 @@ func (r *Reconciler) observe(ctx context.Context, job *rayv1.RayJob) (o Observed
 		DeleteRayJobOnShutdown: r.DeleteRayJobOnShutdown, TransitionGracePeriod: r.TransitionGracePeriod, StatusCheckTimeout: r.StatusCheckTimeout}
 	defer func() {
 		failed := o.JobInfoErr != nil && !errors.Is(o.JobInfoErr, dashboard.ErrNotFound)
-		o.DashboardFailures = r.failures.record(ctrl.ObjectKeyFromObject(job), failed)
+		o.DashboardFailures = r.failures.Record(ctrl.ObjectKeyFromObject(job), failed)
 	}()
 	if name := job.Status.RayClusterName; name != "" {
 		rc := &rayv1.RayCluster{}
