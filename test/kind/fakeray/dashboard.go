@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +35,9 @@ type dashboard struct {
 	mu    sync.Mutex
 	jobs  map[string]*job
 	serve *serve
+	// padServe, when above 0, makes the Serve details answer a hostile head's: the same object, padded with a
+	// string field of that many bytes (FAKERAY_SERVE_ANSWER_PADDING), streamed as it is written.
+	padServe int
 }
 
 type job struct {
@@ -46,12 +52,42 @@ type job struct {
 	cmd        *exec.Cmd
 }
 
-func newDashboard(s *serve) *dashboard { return &dashboard{jobs: map[string]*job{}, serve: s} }
+func newDashboard(s *serve) *dashboard {
+	pad, _ := strconv.Atoi(os.Getenv(envServeAnswerPadding))
+	return &dashboard{jobs: map[string]*job{}, serve: s, padServe: pad}
+}
+
+// envServeAnswerPadding names the environment variable of dashboard.padServe, read from the head's container.
+const envServeAnswerPadding = "FAKERAY_SERVE_ANSWER_PADDING"
+
+// servePadded answers GET Serve details as Serve would, padded with a field of d.padServe bytes.
+func (d *dashboard) servePadded(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	d.serve.ServeHTTP(rec, r)
+	body := bytes.TrimSpace(rec.Body.Bytes())
+	if rec.Code != http.StatusOK || len(body) < 2 || body[len(body)-1] != '}' {
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body[:len(body)-1:len(body)-1], `,"padding":"`...))
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for left := d.padServe; left > 0; left -= len(chunk) {
+		if _, err := w.Write(chunk[:min(left, len(chunk))]); err != nil {
+			return
+		}
+	}
+	_, _ = w.Write([]byte(`"}`))
+}
 
 func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	id := strings.TrimPrefix(path, "/api/jobs/")
 	switch {
+	case path == "/api/serve/applications/" && r.Method == http.MethodGet && d.padServe > 0:
+		d.servePadded(w, r)
 	case path == "/api/serve/applications/":
 		d.serve.ServeHTTP(w, r)
 	case path == "/api/gcs_healthz" && r.Method == http.MethodGet:

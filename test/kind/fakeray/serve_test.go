@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -61,4 +63,29 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return !proxyHealthy(proxyA) && proxyHealthy(proxyB) })
+}
+
+// A head told to pad its Serve details answers the same object with a padding field of that many bytes:
+// valid JSON, which kray's client reads as Serve details while the padding fits its bound.
+func TestServeAnswerPadding(t *testing.T) {
+	d := newDashboard(&serve{})
+	d.padServe = 100_000
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + raydashboard.ServeApplicationsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Applications map[string]any `json:"applications"`
+		Padding      string         `json:"padding"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || len(got.Padding) != 100_000 || got.Applications == nil {
+		t.Errorf("padding of %d bytes, applications %v, %v", len(got.Padding), got.Applications, err)
+	}
+	api := raydashboard.HTTPDialer{HTTP: srv.Client()}.Serve(srv.URL, "")
+	if _, err := api.Applications(context.Background()); err != nil {
+		t.Errorf("kray's client: %v", err)
+	}
 }
