@@ -19,6 +19,9 @@ const (
 	// PollInterval is how often a RayService is looked at again: Serve's application statuses and the head
 	// proxies' health have no watch (KubeRay's 2 s).
 	PollInterval = 2 * time.Second
+	// MaxPollInterval caps the poll of a RayService whose Serve reads keep failing, which doubles with each
+	// reconcile in a row they failed in.
+	MaxPollInterval = time.Minute
 	// DefaultDeletionDelay is how long a cluster that no longer serves is kept when
 	// rayClusterDeletionDelaySeconds is unset.
 	DefaultDeletionDelay = 60 * time.Second
@@ -43,6 +46,8 @@ type Observed struct {
 	Pods []corev1.Pod
 	// Serve is the Serve API's answer of the cluster ServeTarget names, by cluster name.
 	Serve map[string]ServeRead
+	// ServeFailures is how many reconciles in a row, this one included, a Serve read failed in.
+	ServeFailures int
 	// ProxyHealthy is the health of each probed head pod's Serve proxy, by pod name.
 	ProxyHealthy map[string]bool
 	// ProxyErr is why a probed head pod's Serve proxy is not healthy, by pod name.

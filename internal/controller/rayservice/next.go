@@ -40,7 +40,7 @@ func Next(o Observed) Decision {
 		cleanUp(o, &d) // failed for good: every cluster goes, and nothing is polled
 		return d
 	}
-	d.wantRequeue(PollInterval)
+	d.wantRequeue(shared.Backoff(o.ServeFailures, PollInterval, MaxPollInterval))
 	if st.PendingServiceStatus.RayClusterName == "" && o.Clusters[st.ActiveServiceStatus.RayClusterName] == nil {
 		// No cluster to serve from: name the next one; it is created once the name is stored, so that a
 		// restarted or second operator never makes another.

@@ -63,6 +63,7 @@ type world struct {
 	// gate is the RayServiceIncrementalUpgrade gate; gateway, route and clusterSvcs the objects of an
 	// incremental upgrade.
 	gate        bool
+	failures    int
 	gateway     *gwv1.Gateway
 	route       *gwv1.HTTPRoute
 	clusterSvcs map[string]*corev1.Service
@@ -75,7 +76,7 @@ func newWorld(svc *rayv1.RayService) *world {
 func (w *world) observed() Observed {
 	w.names++
 	return Observed{Service: w.svc, Clusters: w.clusters, Pods: w.pods, Serve: w.serve, ProxyHealthy: w.healthy, ProxyErr: w.proxyErr,
-		HeadService: w.head, ServeService: w.serveSvc, Applied: w.applied, Now: w.now, Suffix: fmt.Sprintf("n%04d", w.names), ZeroDowntime: true,
+		HeadService: w.head, ServeService: w.serveSvc, Applied: w.applied, Now: w.now, Suffix: fmt.Sprintf("n%04d", w.names), ZeroDowntime: true, ServeFailures: w.failures,
 		Gateway: w.gateway, HTTPRoute: w.route, ClusterServeServices: w.clusterSvcs, Validation: validation.RayServiceOptions{IncrementalUpgrade: w.gate}}
 }
 
@@ -498,6 +499,28 @@ func TestUnreadableServeIsReported(t *testing.T) {
 	}
 	if c := condition(d.Status, rayv1.RayServiceReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v: the pods still serve", c)
+	}
+}
+
+// Each reconcile in a row whose Serve reads failed doubles the wait before the next poll, up to a minute: a
+// head that stalls every read (10 s each) does not keep a reconcile worker busy every 2 s.
+func TestFailingServeReadsBackOff(t *testing.T) {
+	w, name := serving(t)
+	w.serve[name] = ServeRead{Err: errors.New("Ray dashboard http://x: context deadline exceeded")}
+	var got []time.Duration
+	for _, failures := range []int{1, 2, 3, 4, 5, 6, 7} {
+		w.failures = failures
+		got = append(got, w.step(t).RequeueAfter)
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("polls after %v, want %v", got, want)
+	}
+	w.failures = 0
+	delete(w.serve, name)
+	w.running(name)
+	if d := w.step(t); d.RequeueAfter != PollInterval {
+		t.Errorf("once Serve answers: poll after %v, want %v", d.RequeueAfter, PollInterval)
 	}
 }
 

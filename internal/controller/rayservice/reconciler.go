@@ -65,12 +65,17 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Suffix defaults to a 5-character random string.
 	Suffix func() string
+
+	// serveFailures counts, per RayService, the reconciles in a row whose Serve reads failed
+	// (Observed.ServeFailures).
+	serveFailures shared.FailureCounts
 }
 
 // Reconcile moves one RayService a step: its clusters, its Serve applications, its Services, its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &rayv1.RayService{}
 	if err := r.Cache.Get(ctx, req.NamespacedName, svc); err != nil {
+		r.serveFailures.Record(req.NamespacedName, false)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if m := svc.Spec.ManagedBy; m != nil && *m != rayv1.KubeRayOperatorManagedBy {
@@ -207,6 +212,7 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 			return o, err
 		}
 	}
+	failed := false
 	for _, name := range ServeReads(svc, o.Clusters, r.ZeroDowntime, r.Validation.IncrementalUpgrade) {
 		if !podServes(headPod(o.Pods, name)) {
 			continue
@@ -218,7 +224,9 @@ func (r *Reconciler) observe(ctx context.Context, svc *rayv1.RayService) (Observ
 			read.Details, read.Err = api.Applications(ctx)
 		}
 		o.Serve[name] = read
+		failed = failed || read.Err != nil
 	}
+	o.ServeFailures = r.serveFailures.Record(client.ObjectKeyFromObject(svc), failed)
 	for _, head := range ProbedHeads(svc, o.Pods) {
 		var err error
 		if o.ProxyHealthy[head.Name], err = dashboard.ProbeServeProxy(ctx, r.probeHTTP(), r.probeAddress(head)); err != nil {
