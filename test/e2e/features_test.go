@@ -202,12 +202,15 @@ func TestTokenAuth(t *testing.T) {
 }
 
 // enableIngress and the serve Service annotation: the Ingress routes to the head's dashboard with the class
-// from kubernetes.io/ingress.class and is kept to the spec; the serve Service selects every Ray pod.
+// from kubernetes.io/ingress.class, carries the RayCluster's annotations that --ingress-annotation-prefixes
+// names (an ingress-nginx setting, not its configuration snippet nor other annotations), and is kept to the
+// spec; the serve Service selects every Ray pod.
 func TestIngressAndServeService(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
-	sample.Annotations = map[string]string{constants.AnnotationIngressClass: "nginx", constants.AnnotationEnableServeService: "true", "example.com/team": "ml"}
+	sample.Annotations = map[string]string{constants.AnnotationIngressClass: "nginx", constants.AnnotationEnableServeService: "true", "example.com/team": "ml",
+		"nginx.ingress.kubernetes.io/rewrite-target": "/", "nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers \"X-Team: ml\";"}
 	sample.Spec.HeadGroupSpec.EnableIngress = ptr.To(true)
 	sample.Spec.HeadGroupSpec.IngressOptions = &rayv1.IngressOptions{Host: ptr.To("ray.example.com")}
 	ray := &sample.Spec.HeadGroupSpec.Template.Spec.Containers[0]
@@ -218,7 +221,7 @@ func TestIngressAndServeService(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: rc.Name + "-head-ingress"}
 	g.Expect(k8s.Get(context.Background(), key, ing)).To(Succeed())
 	g.Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
-	g.Expect(ing.Annotations).To(Equal(map[string]string{constants.AnnotationEnableServeService: "true", "example.com/team": "ml"}))
+	g.Expect(ing.Annotations).To(Equal(map[string]string{"nginx.ingress.kubernetes.io/rewrite-target": "/"}))
 	g.Expect(ing.Spec.Rules).To(HaveLen(1))
 	g.Expect(ing.Spec.Rules[0].Host).To(Equal("ray.example.com"))
 	backend := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
