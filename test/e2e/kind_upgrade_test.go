@@ -7,9 +7,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +21,7 @@ import (
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/internal/kuberayref"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
 )
 
 // kindUpgradeImage is the image the kind upgrade tests move to: another tag of the suite's Ray image, already on
@@ -381,5 +385,124 @@ func TestKindRollingUpdateWithSurge(t *testing.T) {
 	}
 	g.Expect(kept).To(BeNumerically(">=", 1), "workers updated in place")
 	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(2), "each old worker drained once")
+	expectOperatorNeverForbidden(t)
+}
+
+// The rest of docs/upgrades.md on real kubelets, one cluster of two groups under RollingUpdate with
+// workerDrain: an image change updates the head first, then group first (maxUnavailable 1) in full, and only
+// then group second, whose partition of 1 keeps one pod on the old image; every updated pod is the same pod
+// with its Ray container restarted once, each worker drained once before. Then a named scale-down of group
+// first drains and removes exactly the pod named, and removing group second drains both its pods before the
+// group's CloneSet goes.
+func TestKindRollingUpdateOrderPartitionAndDrainedRemovals(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	const oldImage = "rayproject/ray:2.46.0"
+	rc := kindRayCluster(kindNamespace(t), "order", 2)
+	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
+	first := &rc.Spec.WorkerGroupSpecs[0]
+	first.GroupName = "first"
+	first.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	second := first.DeepCopy()
+	second.GroupName = "second"
+	second.RollingUpdate = &rayv1.WorkerGroupRollingUpdate{Partition: ptr.To(intstr.FromInt32(1))}
+	rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, *second)
+	create(t, rc)
+	waitKindReady(t, rc, 4)
+	before := uids(clusterPods(g, rc))
+	tl := watchTimeline(t, rc)
+
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = kindUpgradeImage
+		for i := range c.Spec.WorkerGroupSpecs {
+			c.Spec.WorkerGroupSpecs[i].Template.Spec.Containers[0].Image = kindUpgradeImage
+		}
+	})
+	updated := func(p *corev1.Pod) bool { return runsImage(p, kindUpgradeImage) && podReady(p) }
+	g.Eventually(func(g Gomega) {
+		up := condition(get(g, rc), constants.ConditionPodsUpToDate)
+		g.Expect(up).NotTo(BeNil())
+		g.Expect(up.Status).To(Equal(metav1.ConditionTrue), "%s: %s", up.Reason, up.Message)
+		g.Expect(updated(headPod(g, rc))).To(BeTrue(), "the head runs the new image")
+		for _, p := range workerPods(g, rc, "first") {
+			g.Expect(updated(&p)).To(BeTrue(), "pod %s runs the new image", p.Name)
+		}
+		var images []string
+		for _, p := range workerPods(g, rc, "second") {
+			g.Expect(podReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+			images = append(images, p.Spec.Containers[0].Image)
+		}
+		g.Expect(images).To(ConsistOf(kindUpgradeImage, oldImage), "partition 1 keeps one pod of group second")
+	}, 2*kindTimeout, time.Second).Should(Succeed())
+	g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "the same pods, updated in place")
+	for _, p := range clusterPods(g, rc) {
+		want := int32(1)
+		if p.Spec.Containers[0].Image == oldImage {
+			want = 0
+		}
+		g.Expect(rayContainerStatus(&p).RestartCount).To(Equal(want), "restarts of pod %s", p.Name)
+	}
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(3), "one drain per updated worker")
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveEach(HaveSuffix("before the pod is updated in place")))
+
+	// Order, from the watch: the head updated before any worker changed image, group first done before group
+	// second started.
+	headDone, firstStarted, firstDone, secondStarted := -1, -1, -1, -1
+	tl.replay(func(step int, alive map[string]*corev1.Pod) {
+		newFirst, readyFirst := 0, 0
+		for _, p := range alive {
+			switch group := p.Labels[constants.LabelGroup]; {
+			case group == constants.HeadGroupName && headDone < 0 && updated(p):
+				headDone = step
+			case group == "first":
+				if p.Spec.Containers[0].Image == kindUpgradeImage {
+					newFirst++
+				}
+				if updated(p) {
+					readyFirst++
+				}
+			case group == "second" && secondStarted < 0 && p.Spec.Containers[0].Image == kindUpgradeImage:
+				secondStarted = step
+			}
+		}
+		if firstStarted < 0 && newFirst > 0 {
+			firstStarted = step
+		}
+		if firstDone < 0 && readyFirst == 2 {
+			firstDone = step
+		}
+	})
+	g.Expect(headDone).To(BeNumerically(">=", 0), "the watch never saw the head updated")
+	g.Expect(firstStarted).To(BeNumerically(">", headDone), "group first started before the head was updated")
+	g.Expect(firstDone).To(BeNumerically(">=", 0), "the watch never saw group first updated")
+	g.Expect(secondStarted).To(BeNumerically(">", firstDone), "group second started before group first was done")
+
+	// A named scale-down of group first: the pod named is drained, then gone; the other keeps its pod.
+	firsts := workerPods(g, rc, "first")
+	victim, kept := firsts[0].Name, map[string]types.UID{firsts[1].Name: firsts[1].UID}
+	update(t, rc, func(c *rayv1.RayCluster) {
+		c.Spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](1)
+		c.Spec.WorkerGroupSpecs[0].ScaleStrategy.WorkersToDelete = []string{victim}
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(uids(workerPods(g, rc, "first"))).To(Equal(kept))
+	}, kindTimeout, time.Second).Should(Succeed())
+	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(ContainElement(
+		MatchRegexp("^Worker pod " + victim + ": asked Ray to drain node [0-9a-f]+ before the pod is deleted$")))
+
+	// Group second removed: both its pods drained, then the pods and the CloneSet gone.
+	seconds := workerPods(g, rc, "second")
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs = c.Spec.WorkerGroupSpecs[:1] })
+	g.Eventually(func(g Gomega) {
+		g.Expect(workerPods(g, rc, "second")).To(BeEmpty())
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: names.WorkerCloneSet(rc.Name, "second")}, &kruisev1alpha1.CloneSet{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "group second's CloneSet: %v", err)
+	}, kindTimeout, time.Second).Should(Succeed())
+	draining := eventMessages(g, rc, raycluster.EventDrainingWorker)
+	for _, p := range seconds {
+		g.Expect(draining).To(ContainElement(MatchRegexp("^Worker pod "+p.Name+": asked Ray to drain node [0-9a-f]+ before the pod is deleted$")), "pod %s drained before removal", p.Name)
+	}
+	g.Expect(eventCount(g, rc, raycluster.EventDrainTimedOut)).To(BeZero())
+	g.Expect(ledger.deletedNames(t, rc)).To(ConsistOf(append([]string{victim}, podNames(seconds)...)))
 	expectOperatorNeverForbidden(t)
 }
