@@ -13,11 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
-	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/metrics"
@@ -57,26 +55,10 @@ func (r *Reconciler) reconcileDrains(ctx context.Context, s *state) error {
 		return errors.Join(errs...)
 	}
 	timeout := time.Duration(ptr.Deref(s.effective.Spec.WorkerDrain.TimeoutSeconds, constants.DefaultDrainTimeoutSeconds)) * time.Second
-	gcs := r.gcsAddress(s)
-	g := gcsView{address: gcs, now: r.now().Time, timeout: timeout, spent: func() bool { return false }}
-	key := client.ObjectKeyFromObject(s.rc)
-	if paused := r.gcs.paused(key, g.now); paused != nil {
-		// Held pods start their drain without a request, and are released after the timeout.
-		g.client, g.lookupErr = failedClient{paused}, paused
-		for _, p := range waiting {
-			errs = append(errs, r.drainHeld(ctx, s, p, g))
-		}
-		return errors.Join(errs...)
-	}
-	token, tokenErr := authtoken.Read(ctx, r.APIReader, s.effective) // only while a worker waits for its drain
-	if tokenErr != nil {
-		g.client = failedClient{tokenErr}
-	} else {
-		bc := newBudgetedClient(r.rayClient(gcs, token))
-		g.client, g.spent = bc, bc.spent
-		defer func() { r.gcs.record(key, r.now().Time, bc.failure()) }()
-	}
-	g.nodes, g.lookupErr = g.client.Nodes(ctx)
+	// Held pods of a paused GCS start their drain without a request, and are released after the timeout.
+	sess := r.openGCS(ctx, s)
+	g := gcsView{client: sess.client, address: sess.address, now: r.now().Time, timeout: timeout, spent: sess.spent}
+	g.nodes, g.lookupErr = sess.Nodes(ctx)
 	for _, p := range waiting {
 		errs = append(errs, r.drainHeld(ctx, s, p, g))
 	}

@@ -43,6 +43,10 @@ type state struct {
 	// options are the builders' options for this cluster's workloads (workloadOptions), decided once per
 	// reconcile; options.Scheduling is how the cluster's pods are scheduled (schedulingOf).
 	options builder.Options
+	// gcs is the reconcile's session with the cluster's GCS, nil until a phase needs it (openGCS).
+	gcs *gcsSession
+	// restarting are the worker pods whose restart (membership) was asked or is under way.
+	restarting []string
 }
 
 // schedulingOf is how a cluster's pods are scheduled: as its workloads record it (the head StatefulSet's,

@@ -1,0 +1,63 @@
+package raycluster
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/authtoken"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// gcsSession is one reconcile's calls to its cluster's GCS, shared by the phases that need them (drains and
+// worker membership): one client within one budget (gcsBudget), the cluster's token read once, and the node
+// table listed at most once.
+type gcsSession struct {
+	address string
+	client  ray.Client
+	// spent reports whether the reconcile's time for GCS calls is spent.
+	spent func() bool
+	// failure is the first call that ran out of time, for the breaker; nil for a paused or undialled GCS.
+	failure func() error
+	listed  bool
+	nodes   []ray.Node
+	listErr error
+}
+
+// openGCS returns the reconcile's GCS session, opening it on first use: a paused GCS (gcsBreaker) or an
+// unreadable token gives a session whose calls fail at once without reaching the GCS.
+func (r *Reconciler) openGCS(ctx context.Context, s *state) *gcsSession {
+	if s.gcs != nil {
+		return s.gcs
+	}
+	g := &gcsSession{address: r.gcsAddress(s), spent: func() bool { return false }, failure: func() error { return nil }}
+	s.gcs = g
+	if paused := r.gcs.paused(client.ObjectKeyFromObject(s.rc), r.now().Time); paused != nil {
+		g.client = failedClient{paused}
+		return g
+	}
+	token, err := authtoken.Read(ctx, r.APIReader, s.effective)
+	if err != nil {
+		g.client = failedClient{err}
+		return g
+	}
+	bc := newBudgetedClient(r.rayClient(g.address, token))
+	g.client, g.spent, g.failure = bc, bc.spent, bc.failure
+	return g
+}
+
+// Nodes lists the cluster's Ray nodes once per session.
+func (g *gcsSession) Nodes(ctx context.Context) ([]ray.Node, error) {
+	if !g.listed {
+		g.listed = true
+		g.nodes, g.listErr = g.client.Nodes(ctx)
+	}
+	return g.nodes, g.listErr
+}
+
+// closeGCS records in the breaker how the reconcile's GCS calls went, when it made any.
+func (r *Reconciler) closeGCS(s *state) {
+	if s.gcs != nil {
+		r.gcs.record(client.ObjectKeyFromObject(s.rc), r.now().Time, s.gcs.failure())
+	}
+}
