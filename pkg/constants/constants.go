@@ -97,6 +97,14 @@ const (
 	// AnnotationImagePrepull "true" on a RayCluster asks for Kruise ImagePullJobs that keep its Ray images
 	// pulled on the nodes its groups can run on; any other value makes the spec invalid.
 	AnnotationImagePrepull = "kray.io/image-prepull"
+	// AnnotationWorkerHealing "false" on a RayCluster leaves workers that lost their Ray node to Ray's own
+	// timing (the raylet exits after gcs_rpc_server_reconnect_timeout_s); "true" or absent restarts them as soon
+	// as the cluster's GCS shows them lost. Any other value makes the spec invalid.
+	AnnotationWorkerHealing = "kray.io/worker-healing"
+	// AnnotationRestartReason and AnnotationRestartedRun on a ContainerRecreateRequest kray made say why it
+	// restarts the worker's Ray container and which run (container ID) it restarts.
+	AnnotationRestartReason = "kray.io/restart-reason"
+	AnnotationRestartedRun  = "kray.io/restarted-run"
 )
 
 // FinalizerRedisCleanup holds a Redis GCS fault tolerant cluster until its Redis data is deleted.
@@ -150,6 +158,9 @@ const (
 	// ConditionRayGCSPaused is True while kray does not call the cluster's GCS, which failed to answer in a
 	// row (its worker drains then wait for their timeout); absent otherwise.
 	ConditionRayGCSPaused = "RayGCSCallsPaused"
+	// ConditionWorkersRestarting is True while kray restarts worker pods that lost their Ray node (their
+	// cluster's GCS does not list them); absent otherwise.
+	ConditionWorkersRestarting = "RayWorkersRestarting"
 )
 
 // Condition reasons.
@@ -175,6 +186,7 @@ const (
 	ReasonRecreating                     = "RecreateInProgress"
 	ReasonUpgradeStrategyNone            = "UpgradeStrategyNone"
 	ReasonGCSNotAnswering                = "GCSNotAnswering"
+	ReasonRayNodeLost                    = "RayNodeLost"
 )
 
 // ControllerName is the field manager and event reporter of kray's reconciler.

@@ -37,6 +37,10 @@ var (
 		Help:    "Time from kray's drain request to a worker pod's release, whatever the outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
 	})
+	workerRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kray_worker_restarts_total",
+		Help: "Worker pods restarted because they lost their Ray node, by reason (HeadReplaced, NotInGCS) and how (in_place, replaced).",
+	}, []string{"reason", "how"})
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kray_raycluster_time_to_ready_seconds",
 		Help:    "Time from a RayCluster's creation to its first ready state.",
@@ -45,7 +49,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(phaseDuration, phaseErrors, clusterInfo, clusterPods, timeToReady, drainReleases, drainDuration)
+	crmetrics.Registry.MustRegister(phaseDuration, phaseErrors, clusterInfo, clusterPods, timeToReady, drainReleases, drainDuration, workerRestarts)
 }
 
 // ObservePhase records one phase's duration and whether it failed.
@@ -103,4 +107,17 @@ func ObserveDrainRelease(outcome string, d time.Duration) {
 	if d > 0 {
 		drainDuration.Observe(d.Seconds())
 	}
+}
+
+// How a worker that lost its Ray node was restarted (WorkerRestarted).
+const (
+	// RestartInPlace: its Ray container was recreated in the same pod (a Kruise ContainerRecreateRequest).
+	RestartInPlace = "in_place"
+	// RestartReplaced: its CloneSet replaced the pod.
+	RestartReplaced = "replaced"
+)
+
+// WorkerRestarted records the restart of a worker that lost its Ray node.
+func WorkerRestarted(reason, how string) {
+	workerRestarts.WithLabelValues(reason, how).Inc()
 }

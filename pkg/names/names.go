@@ -94,3 +94,10 @@ func RedisCleanupJob(cluster string) string {
 func HeadlessWorkerService(cluster string) string {
 	return Shorten(cluster+"-headless", MaxObjectName)
 }
+
+// WorkerRestart is the ContainerRecreateRequest that restarts one run of a pod's Ray container,
+// "<pod>-restart-<hash of the run>": one name per run, so that the restart is asked once.
+func WorkerRestart(pod, run string) string {
+	sum := sha256.Sum256([]byte(run))
+	return Shorten(pod+"-restart-"+hex.EncodeToString(sum[:])[:hashLen], MaxObjectName)
+}

@@ -186,3 +186,9 @@ func HeadDisruptionBudget(rc *rayv1.RayCluster) bool {
 func ImagePrepull(rc *rayv1.RayCluster) bool {
 	return rc.Annotations[constants.AnnotationImagePrepull] == "true"
 }
+
+// WorkerHealing reports whether kray restarts the workers of rc that lost their Ray node (on unless
+// kray.io/worker-healing is "false").
+func WorkerHealing(rc *rayv1.RayCluster) bool {
+	return rc.Annotations[constants.AnnotationWorkerHealing] != "false"
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
@@ -41,6 +42,8 @@ type Observed struct {
 	BatchScheduler string
 	// GCSPaused says why kray does not call the cluster's GCS for now, nil when it does.
 	GCSPaused error
+	// RestartingWorkers are the worker pods kray is restarting because they lost their Ray node.
+	RestartingWorkers []string
 }
 
 // Compute returns the new status of rc. It does not modify rc.
@@ -63,6 +66,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	setProvisioned(&st, obs.Pods, obs.Now)
 	setPodsScheduled(&st, obs)
 	setGCSPaused(&st, obs)
+	setWorkersRestarting(&st, obs)
 
 	state := st.State
 	switch {
@@ -349,6 +353,17 @@ func setGCSPaused(st *rayv1.RayClusterStatus, obs Observed) {
 		return
 	}
 	set(st, constants.ConditionRayGCSPaused, metav1.ConditionTrue, constants.ReasonGCSNotAnswering, obs.GCSPaused.Error(), obs.Now)
+}
+
+// setWorkersRestarting reports the workers kray is restarting because they lost their Ray node, and removes
+// the condition once none is.
+func setWorkersRestarting(st *rayv1.RayClusterStatus, obs Observed) {
+	if len(obs.RestartingWorkers) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, constants.ConditionWorkersRestarting)
+		return
+	}
+	msg := fmt.Sprintf("restarting %d worker pods that lost their Ray node: %s", len(obs.RestartingWorkers), strings.Join(obs.RestartingWorkers, ", "))
+	set(st, constants.ConditionWorkersRestarting, metav1.ConditionTrue, constants.ReasonRayNodeLost, msg, obs.Now)
 }
 
 // setSuspension runs KubeRay's suspend lifecycle and reports whether the cluster is (now) suspended.

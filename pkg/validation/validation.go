@@ -158,6 +158,9 @@ func krayAnnotations(rc *rayv1.RayCluster) error {
 			return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", key, v)
 		}
 	}
+	if v, ok := rc.Annotations[constants.AnnotationWorkerHealing]; ok && v != "true" && v != "false" {
+		return fmt.Errorf("annotation %s must be \"true\", \"false\" or absent, got %q", constants.AnnotationWorkerHealing, v)
+	}
 	return nil
 }
 

@@ -74,6 +74,12 @@ func TestSpec(t *testing.T) {
 		{"image prepull not true", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "on"}
 		}), `annotation kray.io/image-prepull must be "true" or absent, got "on"`},
+		{"worker healing off", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationWorkerHealing: "false"}
+		}), ""},
+		{"worker healing neither true nor false", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationWorkerHealing: "off"}
+		}), `annotation kray.io/worker-healing must be "true", "false" or absent, got "off"`},
 		{"head without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.Template.Spec.Containers = nil }), "headGroupSpec should have at least one container"},
 		{"worker without containers", cluster(func(rc *rayv1.RayCluster) { rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers = nil }), "workerGroupSpec should have at least one container"},
 		{"duplicate groups", cluster(func(rc *rayv1.RayCluster) {

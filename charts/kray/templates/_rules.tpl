@@ -70,6 +70,13 @@ differ.
 - apiGroups:
   - apps.kruise.io
   resources:
+  - containerrecreaterequests
+  verbs:
+  - create
+  - get
+- apiGroups:
+  - apps.kruise.io
+  resources:
   - imagepulljobs
   verbs:
   - create

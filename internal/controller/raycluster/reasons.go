@@ -52,4 +52,6 @@ const (
 	EventDrainedWorker                 = "DrainedWorker"
 	EventDrainTimedOut                 = "DrainTimedOut"
 	EventFailedToReleaseDrainHook      = "FailedToReleaseDrainHook"
+	EventRestartedWorker               = "RestartedWorker"
+	EventFailedToRestartWorker         = "FailedToRestartWorker"
 )

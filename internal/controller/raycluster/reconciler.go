@@ -48,6 +48,10 @@ type Reconciler struct {
 	// outside the cluster network).
 	RayGCSAddress string
 
+	// HealGrace is how long a worker may be not ready and out of its cluster's GCS before kray restarts it;
+	// 0 is membership.DefaultGrace.
+	HealGrace time.Duration
+
 	// ResyncPeriod is how often a settled RayCluster is reconciled without an event; 0 means 5 minutes.
 	ResyncPeriod time.Duration
 	// ReplicaIndexing labels the workers of single-host groups with their replica index too (KubeRay's
@@ -90,6 +94,7 @@ const (
 	phaseServeService     = "serve-service"
 	phaseReplicaLabels    = "replica-labels"
 	phaseWorkerDrain      = "worker-drain"
+	phaseWorkerMembership = "worker-membership"
 	phaseDeadPodsDeletion = "pod-hygiene"
 )
 
@@ -134,6 +139,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},
 		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
 		{name: phaseWorkerDrain, run: r.reconcileDrains},
+		{name: phaseWorkerMembership, run: r.reconcileWorkerMembership},
 		{name: phaseDeadPodsDeletion, run: r.deleteDeadPods},
 	}...)
 }
@@ -210,6 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else {
 		obs.SyncError = r.drainWhileInvalid(ctx, s)
 	}
+	r.closeGCS(s)
 	var statusErr error
 	if !deferStatus(s, obs) {
 		statusErr = r.writeStatus(ctx, s, obs)

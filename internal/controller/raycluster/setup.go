@@ -48,6 +48,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=containerrecreaterequests,verbs=get;create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -66,7 +67,9 @@ import (
 // kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read; the head's
 // PodDisruptionBudget created, kept to the spec and deleted (only the one the RayCluster controls) while and
 // once kray.io/head-disruption-budget asks for it; Kruise ImagePullJobs created and deleted (only those the
-// RayCluster controls) while and once kray.io/image-prepull asks for them. RayCluster patch also
+// RayCluster controls) while and once kray.io/image-prepull asks for them. Kruise ContainerRecreateRequests
+// are created to restart a worker that lost its Ray node in place, and read one by one by name (never listed
+// or watched) to follow that restart. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
 // and raycluster verbs itself (it does: get/list/watch on pods; patch on pods and pods/resize and
 // rayclusters below).

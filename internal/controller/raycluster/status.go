@@ -66,6 +66,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	obs.Now = r.now()
 	obs.BatchScheduler = s.options.Scheduling.Scheduler
 	obs.GCSPaused = r.gcs.paused(key, obs.Now.Time)
+	obs.RestartingWorkers = s.restarting
 	updated := status.Compute(rc, obs)
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {

@@ -1,0 +1,279 @@
+package raycluster
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
+	"github.com/kray-project/kray/internal/writetest"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// membershipEnv converges cluster "c" with two workers and a GCS that lists nodes, then makes every pod
+// run: the head's Ray container started headStarted ago and became ready 10 s later, each worker's started
+// workerStarted ago and is ready.
+func membershipEnv(t *testing.T, headStarted, workerStarted time.Duration, nodes []ray.Node, mutate ...func(*rayv1.RayCluster)) (*env, *fakeRay, *rayv1.RayCluster) {
+	t.Helper()
+	rc := cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
+		for _, m := range mutate {
+			m(rc)
+		}
+	}).obj()
+	e := newEnv(t, rc)
+	gcs := &fakeRay{nodes: nodes}
+	e.r.Ray = gcs
+	e.converge(rc)
+	for _, name := range e.pods(rc) {
+		p := e.get(&corev1.Pod{}, name).(*corev1.Pod)
+		started, ready := testNow.Add(-workerStarted), testNow.Add(-workerStarted)
+		if p.Labels[constants.LabelNodeType] == string(rayv1.HeadNode) {
+			started, ready = testNow.Add(-headStarted), testNow.Add(-headStarted+10*time.Second)
+		}
+		runContainer(t, e, p, started, ready, true)
+	}
+	e.takeEvents()
+	return e, gcs, rc
+}
+
+// runContainer sets the pod's Ray container running since started, with a container ID of that run, and
+// its Ready condition to ready since readySince.
+func runContainer(t *testing.T, e *env, p *corev1.Pod, started, readySince time.Time, ready bool) {
+	t.Helper()
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: p.Spec.Containers[0].Name, ContainerID: "containerd://" + p.Name + "-" + started.Format("150405"), Ready: ready,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
+	}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = status, metav1.NewTime(readySince)
+		}
+	}
+	if err := e.api.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restarts are the ContainerRecreateRequests in the API server, by pod name.
+func (e *env) restarts() map[string]*kruisev1alpha1.ContainerRecreateRequest {
+	list := &kruisev1alpha1.ContainerRecreateRequestList{}
+	if err := e.api.List(context.Background(), list); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]*kruisev1alpha1.ContainerRecreateRequest{}
+	for i := range list.Items {
+		out[list.Items[i].Spec.PodName] = &list.Items[i]
+	}
+	return out
+}
+
+var (
+	workers   = []string{"c-g-worker-00000", "c-g-worker-00001"}
+	headNode  = ray.Node{ID: []byte("h"), InstanceID: "c-head-0", Status: ray.NodeStatusRunning}
+	bothNodes = []ray.Node{headNode,
+		{ID: []byte("n0"), InstanceID: workers[0], Status: ray.NodeStatusIdle},
+		{ID: []byte("n1"), InstanceID: workers[1], Status: ray.NodeStatusIdle}}
+)
+
+// A head replaced without GCS fault tolerance: the workers that registered with the old GCS are restarted in
+// place at once, each once, whatever a second reconcile or a second operator instance sees; the condition
+// says so while the restarts run.
+func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
+	e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+	writes := e.mustReconcile(rc)
+	got := e.restarts()
+	if len(got) != 2 {
+		t.Fatalf("restarts for %d pods, want both workers (writes %v)", len(got), writes)
+	}
+	for _, w := range workers {
+		crr := got[w]
+		if crr == nil || crr.Spec.Containers[0].Name != "ray-worker" || crr.Annotations[constants.AnnotationRestartReason] != "HeadReplaced" {
+			t.Fatalf("restart of %s = %+v, want its ray-worker container restarted for HeadReplaced", w, crr)
+		}
+		if !ownedBy(crr, e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)) {
+			t.Errorf("restart of %s is not controlled by the RayCluster", w)
+		}
+	}
+	if n := strings.Count(strings.Join(e.takeEvents(), "\n"), EventRestartedWorker); n != 2 {
+		t.Errorf("%d RestartedWorker events, want 2", n)
+	}
+	cond := meta.FindStatusCondition(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).Status.Conditions, constants.ConditionWorkersRestarting)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, workers[0]) {
+		t.Errorf("condition %s = %+v, want True naming the workers", constants.ConditionWorkersRestarting, cond)
+	}
+
+	// The containers have not restarted yet: neither this operator nor a second instance asks again.
+	other := &Reconciler{Cache: e.api, APIReader: e.api, Writer: writetest.New(e.api), Events: shared.Events{Recorder: e.events}, Options: e.r.Options, Clock: e.clock, Ray: e.r.Ray}
+	for _, r := range []*Reconciler{e.r, other} {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.restarts()); n != 2 {
+		t.Errorf("%d restarts after more reconciles, want still 2", n)
+	}
+	if n := strings.Count(strings.Join(e.takeEvents(), "\n"), EventRestartedWorker); n != 0 {
+		t.Errorf("%d more RestartedWorker events, want none", n)
+	}
+
+	// Restarted, the workers register with the new GCS: nothing more is asked, and the condition goes.
+	e.r.Ray.(*fakeRay).nodes = bothNodes
+	for _, w := range workers {
+		runContainer(t, e, e.get(&corev1.Pod{}, w).(*corev1.Pod), testNow, testNow.Add(5*time.Second), true)
+	}
+	e.mustReconcile(rc)
+	if n := len(e.restarts()); n != 2 {
+		t.Errorf("%d restarts after the restarts, want 2", n)
+	}
+	if c := meta.FindStatusCondition(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).Status.Conditions, constants.ConditionWorkersRestarting); c != nil {
+		t.Errorf("condition %s still there once the workers are back: %+v", constants.ConditionWorkersRestarting, c)
+	}
+}
+
+// Workers that the GCS lists, ready workers younger than the head, a GCS that does not answer, fault
+// tolerance, and the switch turned off: nothing is restarted, and in the steady state the GCS is not asked.
+func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
+	cases := []struct {
+		name          string
+		headStarted   time.Duration
+		workerStarted time.Duration
+		nodes         []ray.Node
+		gcsErr        bool
+		mutate        func(*rayv1.RayCluster)
+		wantDial      bool
+	}{
+		{name: "steady state", headStarted: time.Hour, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode}},
+		{name: "head replaced, workers reconnected", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: bothNodes, wantDial: true},
+		{name: "head replaced, GCS not answering", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, gcsErr: true, wantDial: true},
+		{name: "head replaced with GCS fault tolerance", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode},
+			mutate: func(rc *rayv1.RayCluster) {
+				rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+			}},
+		{name: "healing turned off", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode},
+			mutate: func(rc *rayv1.RayCluster) {
+				rc.Annotations = map[string]string{constants.AnnotationWorkerHealing: "false"}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mutate []func(*rayv1.RayCluster)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			e, gcs, rc := membershipEnv(t, tc.headStarted, tc.workerStarted, tc.nodes, mutate...)
+			gcs.tokens = nil
+			if tc.gcsErr {
+				e.r.Ray = failingRay{}
+			}
+			writes := e.mustReconcile(rc)
+			if n := len(e.restarts()); n != 0 {
+				t.Errorf("%d restarts, want none (writes %v)", n, writes)
+			}
+			if dialled := len(gcs.tokens) > 0; !tc.gcsErr && dialled != tc.wantDial {
+				t.Errorf("GCS asked: %v, want %v", dialled, tc.wantDial)
+			}
+		})
+	}
+}
+
+// With fault tolerance, a worker that stays not ready and out of the GCS (a zombie) is restarted once the
+// grace has passed since the head became ready; before, kray only looks again when the grace ends.
+func TestZombieWorkerRestartsAfterTheGrace(t *testing.T) {
+	ft := func(rc *rayv1.RayCluster) {
+		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+	}
+	nodes := []ray.Node{headNode, {ID: []byte("n1"), InstanceID: workers[1], Status: ray.NodeStatusIdle}}
+	e, _, rc := membershipEnv(t, 40*time.Second, 10*time.Minute, nodes, ft)
+	zombie := e.get(&corev1.Pod{}, workers[0]).(*corev1.Pod)
+	runContainer(t, e, zombie, testNow.Add(-10*time.Minute), testNow.Add(-45*time.Second), false)
+	// The head became ready 30 s ago: the grace (60 s) ends in 30 s.
+	_, res, err := e.reconcile(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.restarts()); n != 0 {
+		t.Fatalf("%d restarts within the grace, want none", n)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
+		t.Errorf("requeue after %v, want by the end of the grace (30 s)", res.RequeueAfter)
+	}
+	e.clock.SetTime(testNow.Add(31 * time.Second))
+	e.mustReconcile(rc)
+	got := e.restarts()
+	if len(got) != 1 || got[workers[0]] == nil || got[workers[0]].Annotations[constants.AnnotationRestartReason] != "NotInGCS" {
+		t.Errorf("restarts %v, want only %s for NotInGCS", slices.Collect(maps.Keys(got)), workers[0])
+	}
+}
+
+// Where no in-place restart can happen, Kruise replaces the pod: a restart refused at admission (Kruise's
+// daemon turned off), or one Kruise completed without recreating the container (no daemon on the node).
+func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+		e.r.Writer = refusingRestarts{e.r.Writer}
+		writes := e.mustReconcile(rc)
+		cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
+		if !slices.Equal(cs.Spec.ScaleStrategy.PodsToDelete, workers) || ptr.Deref(cs.Spec.Replicas, 0) != 2 {
+			t.Errorf("CloneSet podsToDelete %v replicas %d, want both workers named with replicas 2 (writes %v)", cs.Spec.ScaleStrategy.PodsToDelete, ptr.Deref(cs.Spec.Replicas, 0), writes)
+		}
+	})
+	t.Run("never taken by a daemon", func(t *testing.T) {
+		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+		e.mustReconcile(rc)
+		for _, crr := range e.restarts() {
+			crr.Status = kruisev1alpha1.ContainerRecreateRequestStatus{Phase: kruisev1alpha1.ContainerRecreateRequestCompleted, Message: "daemon has not responded for a long time"}
+			if err := e.api.Update(context.Background(), crr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.mustReconcile(rc)
+		cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
+		if !slices.Equal(cs.Spec.ScaleStrategy.PodsToDelete, workers) {
+			t.Errorf("CloneSet podsToDelete %v, want both workers", cs.Spec.ScaleStrategy.PodsToDelete)
+		}
+		// Named once: another reconcile adds nothing.
+		e.mustReconcile(rc)
+		cs = e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
+		if len(cs.Spec.ScaleStrategy.PodsToDelete) != 2 {
+			t.Errorf("CloneSet podsToDelete %v after another reconcile, want the two names once", cs.Spec.ScaleStrategy.PodsToDelete)
+		}
+	})
+}
+
+// failingRay is a GCS that never answers.
+type failingRay struct{}
+
+func (failingRay) Dial(string, string) (ray.Client, error) { return failedClient{errors.New("unreachable")}, nil }
+
+// refusingRestarts is a writer whose API server refuses ContainerRecreateRequests, as Kruise's webhook does
+// with its daemon turned off.
+type refusingRestarts struct{ shared.Writer }
+
+func (w refusingRestarts) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*kruisev1alpha1.ContainerRecreateRequest); ok {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "apps.kruise.io", Resource: "containerrecreaterequests"}, obj.GetName(),
+			errors.New(`admission webhook "mcontainerrecreaterequest.kb.io" denied the request: feature-gate KruiseDaemon is not enabled`))
+	}
+	return w.Writer.Create(ctx, obj, opts...)
+}

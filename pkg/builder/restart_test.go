@@ -1,0 +1,63 @@
+package builder_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/builder"
+)
+
+// The restart of a worker's Ray container: its one container, Kruise's failure policy, a deadline after
+// which kray replaces the pod, a name of the pod and the run, and the RayCluster as its controller.
+func TestWorkerRestart(t *testing.T) {
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "rc-uid"}}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "c-gpu-worker-x7k2p", Namespace: "ns", Labels: map[string]string{"ray.io/group": "gpu"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker"}, {Name: "sidecar"}}},
+	}
+	got, err := yaml.Marshal(builder.WorkerRestart(rc, p, "containerd://abc", "HeadReplaced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata:
+  annotations:
+    kray.io/restart-reason: HeadReplaced
+    kray.io/restarted-run: containerd://abc
+  labels:
+    ray.io/cluster: c
+    ray.io/group: gpu
+    ray.io/node-type: worker
+  name: c-gpu-worker-x7k2p-restart-a66fbcbe
+  namespace: ns
+  ownerReferences:
+  - apiVersion: ray.io/v1
+    blockOwnerDeletion: true
+    controller: true
+    kind: RayCluster
+    name: c
+    uid: rc-uid
+spec:
+  activeDeadlineSeconds: 60
+  containers:
+  - name: ray-worker
+  podName: c-gpu-worker-x7k2p
+  strategy:
+    failurePolicy: Fail
+  ttlSecondsAfterFinished: 600
+status:
+  phase: ""
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("WorkerRestart (-want +got):\n%s", diff)
+	}
+	if other := builder.WorkerRestart(rc, p, "containerd://def", "HeadReplaced"); other.Name == "c-gpu-worker-x7k2p-restart-a66fbcbe" {
+		t.Error("two runs of one pod share a restart name")
+	}
+}
