@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -22,6 +24,7 @@ import (
 // the fake needs: the node ID (field 1), the instance ID, the pod name as in KubeRay's RAY_CLOUD_INSTANCE_ID
 // (field 2), and the raylet's address (field 3).
 const (
+	methodGetClusterID   = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 	methodRegisterNode   = "/ray.rpc.NodeInfoGcsService/RegisterNode"
 	methodUnregisterNode = "/ray.rpc.NodeInfoGcsService/UnregisterNode"
 	methodDrainRaylet    = "/ray.rpc.NodeManagerService/DrainRaylet"
@@ -55,8 +58,11 @@ type gcsNode struct {
 // gcs is the fake head's GCS: the node table raylets register in, the autoscaler state service kray calls,
 // and the health check that marks a raylet that stopped answering DEAD.
 type gcs struct {
-	mu    sync.Mutex
-	nodes []*gcsNode
+	// clusterID is the cluster's ID, new at every start of a GCS without fault tolerance: a raylet of the GCS
+	// before presents the old one and is refused, as Ray's GCS refuses it.
+	clusterID []byte
+	mu        sync.Mutex
+	nodes     []*gcsNode
 	// serve is the head's Serve, which places replicas on the nodes.
 	serve *serve
 }
@@ -69,7 +75,13 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 	if err := stream.RecvMsg(&req); err != nil {
 		return err
 	}
+	if id := clusterIDOf(stream.Context()); id != "" && id != hex.EncodeToString(g.clusterID) {
+		// Ray's server call: a request with another cluster's ID comes from a raylet of the GCS before.
+		return status.Error(codes.Unauthenticated, "WrongClusterID: Perhaps the client is accessing GCS after it has restarted.")
+	}
 	switch method {
+	case methodGetClusterID:
+		return stream.SendMsg(g.clusterID)
 	case methodCheckAliveHeartbeat, methodCheckAliveNodeInfo:
 		return stream.SendMsg([]byte{})
 	case methodRegisterNode:
@@ -202,6 +214,23 @@ func healthy(ctx context.Context, address string) bool {
 	defer cancel()
 	reply, err := callReply(ctx, address, methodHealthCheck, []byte{})
 	return err == nil && string(reply) == string(servingReply)
+}
+
+// metadataClusterID is the gRPC metadata key that carries the caller's cluster ID, as Ray's clients send it.
+const metadataClusterID = "ray_cluster_id"
+
+// clusterIDOf is the cluster ID (hex) a call carries, "" when none.
+func clusterIDOf(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(metadataClusterID); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// withClusterID is ctx whose calls carry the cluster ID id.
+func withClusterID(ctx context.Context, id []byte) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, metadataClusterID, hex.EncodeToString(id))
 }
 
 // call makes one raw call to address.

@@ -129,6 +129,49 @@ func TestRayletWithoutGCSExits(t *testing.T) {
 	}
 }
 
+// A head that comes back without fault tolerance is a new GCS with a new cluster ID: it lists only the nodes
+// that register with it, refuses the old worker's raylet, which exits with 1 at its next liveness self-check
+// (Ray's raylet_liveness_self_check_interval_ms), and the restarted worker joins the new GCS.
+func TestRayletOfARestartedGCSExitsAtItsSelfCheck(t *testing.T) {
+	t.Setenv(envSelfCheckInterval, "3000")
+	gcsPort := freePort(t)
+	startHead := func() (context.CancelFunc, <-chan int) {
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		f := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
+			"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
+		go func() { done <- startUntil(ctx, f, node{instance: "head-0", servePort: freePort(t)}) }()
+		return stop, done
+	}
+	stopOld, oldDone := startHead()
+	address := "127.0.0.1:" + gcsPort
+	worker := startNode(t, "worker-c", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	client, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	listed := func() bool {
+		nodes, _ := client.Nodes(context.Background())
+		n, ok := ray.FindNode(nodes, "worker-c", "")
+		return ok && n.Status != ray.NodeStatusDead
+	}
+	waitFor(t, listed)
+	stopOld()
+	<-oldDone
+	stopNew, newDone := startHead()
+	defer func() { stopNew(); <-newDone }()
+	select {
+	case code := <-worker:
+		if code != exitRayletDied {
+			t.Errorf("ray start ended with %d, want %d", code, exitRayletDied)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the raylet of the GCS before did not exit")
+	}
+	if listed() {
+		t.Error("the new GCS lists the old worker's node")
+	}
+	startNode(t, "worker-c", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	waitFor(t, listed)
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

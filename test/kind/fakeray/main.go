@@ -7,6 +7,7 @@
 //	ray job submit --address URL [--submission-id ID] [--no-wait] [options] -- ENTRYPOINT...
 //	ray job status --address URL ID
 //	ray job logs --address URL [--follow] ID
+//	ray list nodes [--address HOST:PORT]
 //	ray stop
 //	ray kuberay-autoscaler --cluster-name NAME --cluster-namespace NS
 //
@@ -53,6 +54,12 @@ func run(args []string) int {
 			return 2
 		}
 		return jobCommand(args[1], args[2:])
+	case "list":
+		if len(args) < 2 || args[1] != "nodes" {
+			fmt.Fprintln(os.Stderr, "usage: ray list nodes [--address HOST:PORT]")
+			return 2
+		}
+		return listNodes(parseFlags(args[2:]))
 	case "stop":
 		return 0
 	case "kuberay-autoscaler":

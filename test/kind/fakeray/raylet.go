@@ -27,7 +27,9 @@ const (
 // health checks and DrainRaylet. Drained, it exits once idle (Ray's raylet unregisters and exits 0), and it
 // never runs work here, so at once.
 type raylet struct {
-	id         []byte
+	id []byte
+	// clusterID is the ID of the cluster whose GCS the raylet registered with; its calls carry it.
+	clusterID  []byte
 	gcsAddress string
 	address    string
 	server     *grpc.Server
@@ -56,8 +58,13 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs 
 		<-ctx.Done()
 		r.server.Stop()
 	}()
+	id, err := callReply(ctx, gcsAddress, methodGetClusterID, []byte{})
+	if err != nil {
+		return nil, fmt.Errorf("get the cluster ID of the GCS at %s: %w", gcsAddress, err)
+	}
+	r.clusterID = id
 	n := &gcsNode{id: r.id, instanceID: instanceID, address: r.address}
-	if err := call(ctx, gcsAddress, methodRegisterNode, encodeNode(n)); err != nil {
+	if err := call(withClusterID(ctx, id), gcsAddress, methodRegisterNode, encodeNode(n)); err != nil {
 		return nil, fmt.Errorf("register with the GCS at %s: %w", gcsAddress, err)
 	}
 	fmt.Printf("Raylet %x registered with the GCS at %s.\n", r.id, gcsAddress)
@@ -106,25 +113,58 @@ func (r *raylet) exited() bool {
 	return r.gone
 }
 
-// watchGCS returns when the GCS has not answered for the reconnect timeout, or when ctx ends.
-func watchGCS(ctx context.Context, gcsAddress string) {
-	timeout := defaultGCSReconnectTimeout
-	if s, err := strconv.Atoi(os.Getenv(envGCSReconnectTimeout)); err == nil && s > 0 {
-		timeout = time.Duration(s) * time.Second
-	}
-	last := time.Now()
+// Ray's raylet_liveness_self_check_interval_ms: how often a raylet asks its GCS whether it still counts it
+// alive; RAY_raylet_liveness_self_check_interval_ms sets it.
+const (
+	defaultSelfCheckInterval = 60 * time.Second
+	envSelfCheckInterval     = "RAY_raylet_liveness_self_check_interval_ms"
+)
+
+// watchGCS returns why the raylet ends, as Ray's does: its GCS has not answered for the reconnect timeout
+// (the GCS client's _Exit), or, at a liveness self-check, the GCS that answers refused the raylet's cluster
+// ID (a GCS that restarted without fault tolerance, which knows nothing of the raylet); "" when ctx ends.
+func watchGCS(ctx context.Context, r *raylet) string {
+	timeout := envDuration(envGCSReconnectTimeout, time.Second, defaultGCSReconnectTimeout)
+	interval := envDuration(envSelfCheckInterval, time.Millisecond, defaultSelfCheckInterval)
+	last, nextSelfCheck := time.Now(), time.Now().Add(interval)
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return ""
 		case <-time.After(time.Second):
 		}
-		if checkAlive(ctx, gcsAddress) {
+		switch err := r.checkAlive(ctx); {
+		case status.Code(err) == codes.Unauthenticated:
 			last = time.Now()
-		} else if time.Since(last) >= timeout {
-			return
+			if !time.Now().Before(nextSelfCheck) {
+				return fmt.Sprintf("GCS returned an authentication error: %v", status.Convert(err).Message())
+			}
+		case err != nil:
+			if time.Since(last) >= timeout {
+				return fmt.Sprintf("failed to connect to the GCS at %s within %s", r.gcsAddress, timeout)
+			}
+		default:
+			last = time.Now()
+		}
+		if !time.Now().Before(nextSelfCheck) {
+			nextSelfCheck = time.Now().Add(interval)
 		}
 	}
+}
+
+// checkAlive calls the raylet's GCS with the raylet's cluster ID, within two seconds.
+func (r *raylet) checkAlive(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(withClusterID(ctx, r.clusterID), 2*time.Second)
+	defer cancel()
+	return call(ctx, r.gcsAddress, methodCheckAliveNodeInfo, []byte{})
+}
+
+// envDuration is the environment variable key as a count of unit, else def.
+func envDuration(key string, unit, def time.Duration) time.Duration {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
+		return time.Duration(n) * unit
+	}
+	return def
 }
 
 // localIP is the pod IP: the address the pod's hostname resolves to (the kubelet writes it into /etc/hosts),

@@ -72,7 +72,7 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		if err != nil {
 			return fail(err)
 		}
-		g := &gcs{}
+		g := &gcs{clusterID: newNodeID()}
 		sv = &serve{gcs: g, head: func() []byte { return headID.Load().([]byte) }}
 		g.serve = sv
 		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))
@@ -108,8 +108,9 @@ func startUntil(ctx context.Context, f flags, n node) int {
 	}
 	go func() { errs <- listenAndServe(ctx, ":"+n.servePort, proxy{serving: serving}) }()
 	lost := make(chan struct{})
+	var why string
 	go func() {
-		watchGCS(ctx, gcsAddress)
+		why = watchGCS(ctx, r)
 		close(lost)
 	}()
 	go func() {
@@ -122,7 +123,7 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		if ctx.Err() != nil {
 			return exitSIGTERM
 		}
-		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: the GCS at %s did not answer\n", r.id, gcsAddress)
+		fmt.Fprintf(os.Stderr, "ray: the raylet of node %x exited: %s\n", r.id, why)
 		return exitRayletDied
 	case err := <-errs:
 		if ctx.Err() != nil {
@@ -201,4 +202,27 @@ func (a agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// listNodes runs `ray list nodes`: one line per node the GCS at --address (else RAY_ADDRESS, else the local
+// head's) lists, its instance ID (the pod name) and its state, live nodes first.
+func listNodes(f flags) int {
+	address := f.get("address", os.Getenv("RAY_ADDRESS"))
+	if address == "" {
+		address = "127.0.0.1:" + defaultGCSPort
+	}
+	c, err := (&ray.GRPCDialer{}).Dial(address, "")
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	for _, n := range nodes {
+		fmt.Printf("%s %s %x\n", n.InstanceID, n.Status, n.ID)
+	}
+	return 0
 }
