@@ -289,14 +289,16 @@ RAY_IMAGES=()
 # fake Ray.
 app_images() {
   local ctx
-  "${ROOT}/hack/tools.sh" kruise
+  "${ROOT}/hack/tools.sh" kruise kruise-daemon
   ctx="${BUILD_DIR}/kruise"
   rm -rf "${ctx}" && mkdir -p "${ctx}"
   cp -L "${BIN_DIR}/kruise-manager" "${ctx}/manager"
-  # /log: the manager's protection log (--protection-log-path); it runs as nobody.
-  printf 'FROM %s\nCOPY manager /manager\nRUN mkdir -m 1777 /log\nENTRYPOINT ["/manager"]\n' "${BASE_IMAGE}" \
+  cp -L "${BIN_DIR}/kruise-daemon" "${ctx}/kruise-daemon"
+  # One image for kruise-manager and kruise-daemon (the DaemonSet runs /kruise-daemon). /log: the manager's
+  # protection log (--protection-log-path); it runs as nobody.
+  printf 'FROM %s\nCOPY manager kruise-daemon /\nRUN mkdir -m 1777 /log\nENTRYPOINT ["/manager"]\n' "${BASE_IMAGE}" \
     >"${ctx}/Dockerfile"
-  KRUISE_IMAGE="kray.local/kruise-manager:${KRUISE_VERSION}-$(cat "${ctx}/manager" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)"
+  KRUISE_IMAGE="kray.local/kruise-manager:${KRUISE_VERSION}-$(cat "${ctx}/manager" "${ctx}/kruise-daemon" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)"
   build_image "${KRUISE_IMAGE}" "${ctx}"
 
   # The operator: a static build of ./cmd/kray-operator on the runtime layout of ./Dockerfile.
@@ -426,8 +428,9 @@ load_images() {
   "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${RAY_IMAGES[@]}" >&2
 }
 
-# install_kruise applies Kruise's own manifests from its Go module (config/default), with the image built here,
-# the local cluster's feature gates, and no kruise-daemon.
+# install_kruise applies Kruise's own manifests from its Go module (config/default), with the image built here
+# and the kind cluster's feature gates; kruise-daemon runs on every node against its containerd (in-place
+# container restarts, image pulls).
 install_kruise() {
   local kmod out="${BUILD_DIR}/kruise.yaml"
   kmod="$(module_dir "github.com/openkruise/kruise@${KRUISE_VERSION}")"
@@ -439,9 +442,10 @@ install_kruise() {
   (cd "${ROOT}" && go run ./hack/kind/kruise -image "${KRUISE_IMAGE}" -gates "${KRUISE_GATES}") <"${out}" >"${out}.patched"
   "${KUBECTL}" apply --server-side --force-conflicts -f "${out}.patched" >/dev/null
   "${KUBECTL}" -n kruise-system rollout status deployment/kruise-controller-manager --timeout=300s >&2
+  "${KUBECTL}" -n kruise-system rollout status daemonset/kruise-daemon --timeout=300s >&2
 }
 
-KRUISE_GATES="PodWebhook=true,KruiseDaemon=false,CloneSetEventHandlerOptimization=true"
+KRUISE_GATES="PodWebhook=true,KruiseDaemon=true,CloneSetEventHandlerOptimization=true"
 
 # install_gateway_crds applies the Gateway API's standard CRDs (GatewayClass, Gateway, HTTPRoute) from its module
 # at GATEWAY_API_VERSION, as a cluster that runs incremental RayService upgrades has them; no Gateway controller

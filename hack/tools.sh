@@ -10,6 +10,8 @@
 #   kwok                kwok            (sigs.k8s.io/kwok/cmd/kwok)
 #   kruise              kruise-manager  (github.com/openkruise/kruise, the module root package)
 #   kruise-compat       kruise-manager of KRUISE_COMPAT_VERSION, the older Kruise release kray supports
+#   kruise-daemon       kruise-daemon   (github.com/openkruise/kruise/cmd/daemon, in kruise-manager's wrapper; only for
+#                       the kind cluster, whose nodes run it against their containerd, not part of "all")
 #   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
 #   scheduler-plugins   scheduler-plugins (sigs.k8s.io/scheduler-plugins/cmd/scheduler, against KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its coscheduling plugin)
@@ -219,6 +221,11 @@ build_kruise() {
     kruise-manager "-s -w" kruise_replaces
 }
 
+build_kruise_daemon() {
+  build_in_wrapper kruise "${KRUISE_VERSION}" github.com/openkruise/kruise github.com/openkruise/kruise/cmd/daemon \
+    kruise-daemon "-s -w" kruise_replaces
+}
+
 build_kueue() {
   build_in_wrapper kueue "${KUEUE_VERSION}" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue kueue "-s -w"
 }
@@ -319,6 +326,7 @@ run_target() {
     etcd) build_etcd ;;
     kwok) build_kwok ;;
     kruise | kruise-manager) build_kruise ;;
+    kruise-daemon) build_kruise_daemon ;;
     kruise-compat)
       KRUISE_VERSION="${KRUISE_COMPAT_VERSION}" build_kruise
       # bin/kruise-manager stays the main version's.

@@ -1,6 +1,7 @@
 // Command kruise reads the manifests of Kruise's config/default (kustomized) on stdin and prints them for the
-// kind cluster of hack/kind.sh: the manager runs the image built here (never pulled) with the given feature
-// gates instead of the development defaults (all alpha and beta gates), and kruise-daemon is left out.
+// kind cluster of hack/kind.sh: the manager and kruise-daemon run the image built here (never pulled) with the
+// given feature gates instead of the development defaults (all alpha and beta gates), the daemon without the
+// development cache mutation detector and at log level 2.
 //
 //	kubectl kustomize <kruise>/config/default | go run ./hack/kind/kruise -image IMAGE -gates GATES
 package main
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,7 +24,10 @@ import (
 	"github.com/kray-project/kray/test/install"
 )
 
-const managerName = "kruise-controller-manager"
+const (
+	managerName = "kruise-controller-manager"
+	daemonName  = "kruise-daemon"
+)
 
 func main() {
 	image := flag.String("image", "", "the kruise-manager image")
@@ -46,11 +51,14 @@ func patch(in []byte, image, gates string) ([]byte, error) {
 		return nil, err
 	}
 	var out bytes.Buffer
-	found := false
+	found, daemon := false, false
 	for _, o := range objs {
 		switch {
-		case o.GetKind() == "DaemonSet":
-			continue
+		case o.GetKind() == "DaemonSet" && o.GetName() == daemonName:
+			if err := patchDaemon(o, image, gates); err != nil {
+				return nil, err
+			}
+			daemon = true
 		case o.GetKind() == "Deployment" && o.GetName() == managerName:
 			if err := patchManager(o, image, gates); err != nil {
 				return nil, err
@@ -66,6 +74,9 @@ func patch(in []byte, image, gates string) ([]byte, error) {
 	if !found {
 		return nil, fmt.Errorf("no Deployment %s in the input", managerName)
 	}
+	if !daemon {
+		return nil, fmt.Errorf("no DaemonSet %s in the input", daemonName)
+	}
 	return out.Bytes(), nil
 }
 
@@ -80,13 +91,7 @@ func patchManager(o *unstructured.Unstructured, image, gates string) error {
 			continue
 		}
 		c.Image, c.ImagePullPolicy = image, corev1.PullNever
-		var args []string
-		for _, a := range c.Args {
-			if !strings.HasPrefix(a, "--feature-gates=") && !strings.HasPrefix(a, "--v=") {
-				args = append(args, a)
-			}
-		}
-		c.Args = append(args, "--v=2", "--feature-gates="+gates)
+		c.Args = append(withArgs(c.Args, "--feature-gates=", "--v="), "--v=2", "--feature-gates="+gates)
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
 	if err != nil {
@@ -94,4 +99,41 @@ func patchManager(o *unstructured.Unstructured, image, gates string) error {
 	}
 	o.Object = m
 	return nil
+}
+
+func patchDaemon(o *unstructured.Unstructured, image, gates string) error {
+	var d appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+		return err
+	}
+	for i := range d.Spec.Template.Spec.Containers {
+		c := &d.Spec.Template.Spec.Containers[i]
+		c.Image, c.ImagePullPolicy = image, corev1.PullNever
+		c.Args = withArgs(c.Args, "--feature-gates=", "-v=", "--v=")
+		c.Args = append(c.Args, "--v=2", "--feature-gates="+gates)
+		var env []corev1.EnvVar
+		for _, e := range c.Env {
+			if e.Name != "KUBE_CACHE_MUTATION_DETECTOR" {
+				env = append(env, e)
+			}
+		}
+		c.Env = env
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+	if err != nil {
+		return err
+	}
+	o.Object = m
+	return nil
+}
+
+// withArgs is args without those that start with one of prefixes.
+func withArgs(args []string, prefixes ...string) []string {
+	var out []string
+	for _, a := range args {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(a, p) }) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
