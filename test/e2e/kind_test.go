@@ -179,11 +179,12 @@ func expectOperatorNeverForbidden(t *testing.T) {
 }
 
 // The second seed with a real kubelet: the head writes past its ephemeral-storage limit, the kubelet itself
-// evicts it (Failed, reason Evicted), and kray's head workload replaces it while the workers keep their pods.
+// evicts it (Failed, reason Evicted), and kray's head workload replaces it; the workers keep their pods, and
+// kray brings them back into the new head's GCS at once (kind_heal_test.go).
 func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
-	rc := create(t, kindRayCluster(kindNamespace(t), "evict", 2))
+	rc := create(t, healingRayCluster(kindNamespace(t), "evict", 2))
 	waitKindReady(t, rc, 2)
 	old := headPod(g, rc)
 	workers := uids(workerPods(g, rc, "workergroup"))
@@ -195,14 +196,11 @@ func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 		"dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=96")
 	g.Eventually(seen, kindTimeout, time.Second).Should(ContainElement("Failed/Evicted"),
 		"the kubelet must evict the head")
-	g.Eventually(func(g Gomega) {
-		p := headPod(g, rc)
-		g.Expect(p.UID).NotTo(Equal(old.UID))
-		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-		g.Expect(podReady(p)).To(BeTrue())
-	}, kindTimeout, time.Second).Should(Succeed())
+	ready := newHeadReady(t, rc, old.UID)
+	g.Expect(headPod(g, rc).Status.Phase).To(Equal(corev1.PodRunning))
+	took := expectWorkersRejoin(t, rc, workers, ready)
+	t.Logf("every worker live in the new GCS %s after the new head became ready", took.Round(time.Second))
 	waitKindReady(t, rc, 2)
-	g.Expect(uids(workerPods(g, rc, "workergroup"))).To(Equal(workers), "worker pods must be untouched")
 	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1+2+1), "one replacement head, nothing else")
 	g.Expect(deleted).To(Equal(1), "only the evicted head is gone")

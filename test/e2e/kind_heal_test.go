@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/constants"
+)
+
+// healingRayCluster is kindRayCluster whose workers' raylets never end on their own within a test: Ray's
+// liveness self-check (raylet_liveness_self_check_interval_ms), which ends a raylet whose GCS restarted, runs
+// every 10 minutes instead of every minute, so a worker that comes back did so because kray restarted it.
+func healingRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
+	rc := kindRayCluster(ns, name, workers)
+	c := &rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "RAY_raylet_liveness_self_check_interval_ms", Value: "600000"})
+	return rc
+}
+
+// rayNodes lists the nodes the cluster's current GCS reports, by instance ID (the pod name), with their status.
+func rayNodes(t *testing.T, rc *rayv1.RayCluster) map[string]string {
+	t.Helper()
+	head := headPod(NewWithT(t), rc)
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(kubectl(t, "exec", "-n", rc.Namespace, head.Name, "-c", "ray-head", "--", "ray", "list", "nodes")), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && out[f[0]] != "IDLE" && out[f[0]] != "RUNNING" {
+			out[f[0]] = f[1]
+		}
+	}
+	return out
+}
+
+// rayContainerRestarts is the restart count of each worker's Ray container, by pod name.
+func rayContainerRestarts(g Gomega, rc *rayv1.RayCluster) map[string]int32 {
+	out := map[string]int32{}
+	for _, p := range workerPods(g, rc, "workergroup") {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "ray-worker" {
+				out[p.Name] = cs.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+// expectWorkersRejoin waits until every worker of before (pod name to UID) is live in the cluster's current
+// GCS, in the same pod, its Ray container restarted exactly once, by a Kruise ContainerRecreateRequest kray
+// made for the replaced head; it returns how long that took from the new head's readiness.
+func expectWorkersRejoin(t *testing.T, rc *rayv1.RayCluster, before map[string]types.UID, headReady time.Time) time.Duration {
+	t.Helper()
+	g := NewWithT(t)
+	var took time.Duration
+	g.Eventually(func(g Gomega) {
+		nodes := rayNodes(t, rc)
+		for name := range before {
+			g.Expect(nodes[name]).To(BeElementOf("IDLE", "RUNNING"), "worker %s in the new GCS (nodes %v)", name, nodes)
+		}
+		took = time.Since(headReady)
+	}, kindTimeout, time.Second).Should(Succeed())
+	g.Expect(uids(workerPods(g, rc, "workergroup"))).To(Equal(before), "the workers keep their pods")
+	want := map[string]int32{}
+	for name := range before {
+		want[name] = 1
+	}
+	g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "each worker's Ray container restarted once")
+	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
+	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
+	restarted := map[string]string{}
+	for _, c := range crrs.Items {
+		restarted[c.Spec.PodName] = c.Annotations[constants.AnnotationRestartReason]
+	}
+	for name := range before {
+		g.Expect(restarted).To(HaveKeyWithValue(name, "HeadReplaced"), "kray restarted %s for the replaced head", name)
+	}
+	g.Expect(restarted).To(HaveLen(len(before)), "one restart per worker")
+	return took
+}
+
+// newHeadReady waits until the head pod is a new one (not old), running and ready, and returns when it
+// became ready.
+func newHeadReady(t *testing.T, rc *rayv1.RayCluster, old types.UID) time.Time {
+	t.Helper()
+	var ready time.Time
+	NewWithT(t).Eventually(func(g Gomega) {
+		p := headPod(g, rc)
+		g.Expect(p.UID).NotTo(Equal(old))
+		g.Expect(podReady(p)).To(BeTrue())
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.LastTransitionTime.Time
+			}
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+	return ready
+}
+
+// kuberay#1141 with a real kubelet: a head pod deleted without GCS fault tolerance comes back as a new GCS
+// that knows none of the workers, whose raylets Ray would end only at their next liveness self-check (a
+// minute by default, ten here). kray restarts each worker's Ray container in place at once (kruise-daemon
+// recreates it through the node's containerd): same pods, each container restarted once, every worker live in
+// the new GCS.
+func TestKindReplacedHeadBringsItsWorkersBack(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := create(t, healingRayCluster(kindNamespace(t), "heal", 2))
+	waitKindReady(t, rc, 2)
+	before := uids(workerPods(g, rc, "workergroup"))
+	old := headPod(g, rc)
+	g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
+	ready := newHeadReady(t, rc, old.UID)
+	took := expectWorkersRejoin(t, rc, before, ready)
+	t.Logf("every worker live in the new GCS %s after the new head became ready", took.Round(time.Second))
+	created, deleted := ledger.counts(t, rc)
+	g.Expect(created).To(Equal(1+2+1), "one replacement head, nothing else")
+	g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
+	expectOperatorNeverForbidden(t)
+}
