@@ -264,7 +264,9 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 // failingRay is a GCS that never answers.
 type failingRay struct{}
 
-func (failingRay) Dial(string, string) (ray.Client, error) { return failedClient{errors.New("unreachable")}, nil }
+func (failingRay) Dial(string, string) (ray.Client, error) {
+	return failedClient{errors.New("unreachable")}, nil
+}
 
 // refusingRestarts is a writer whose API server refuses ContainerRecreateRequests, as Kruise's webhook does
 // with its daemon turned off.
