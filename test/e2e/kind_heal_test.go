@@ -10,6 +10,7 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -122,5 +123,51 @@ func TestKindReplacedHeadBringsItsWorkersBack(t *testing.T) {
 	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1+2+1), "one replacement head, nothing else")
 	g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
+	expectOperatorNeverForbidden(t)
+}
+
+// ray#64349 with a real kubelet: a worker whose Ray container runs but never joins the GCS (a zombie: running,
+// not ready) is restarted in place once it has been out for the grace period, and joins; the workers that
+// are in the GCS are not touched. The zombie is the group's third worker, added with a template whose first
+// run of a container is a zombie (the fake Ray's marker file, kept in an emptyDir); under upgradeStrategy None
+// the first two keep their template.
+func TestKindZombieWorkerIsRestartedOnce(t *testing.T) {
+	requireKind(t)
+	g := NewWithT(t)
+	rc := create(t, healingRayCluster(kindNamespace(t), "zombie", 2))
+	waitKindReady(t, rc, 2)
+	healthy := uids(workerPods(g, rc, "workergroup"))
+	update(t, rc, func(rc *rayv1.RayCluster) {
+		grp := &rc.Spec.WorkerGroupSpecs[0]
+		grp.Replicas = ptr.To[int32](3)
+		spec := &grp.Template.Spec
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "zombie", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		c := &spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "FAKERAY_ZOMBIE_MARKER", Value: "/zombie/marker"})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "zombie", MountPath: "/zombie"})
+	})
+	var zombie string
+	g.Eventually(func(g Gomega) {
+		for _, p := range workerPods(g, rc, "workergroup") {
+			if _, ok := healthy[p.Name]; !ok {
+				zombie = p.Name
+			}
+		}
+		g.Expect(zombie).NotTo(BeEmpty())
+	}, kindTimeout, time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(rayNodes(t, rc)).To(HaveKeyWithValue(zombie, BeElementOf("IDLE", "RUNNING")))
+	}, kindTimeout, time.Second).Should(Succeed(), "the zombie is restarted and joins the GCS")
+	waitKindReady(t, rc, 3)
+	want := map[string]int32{zombie: 1}
+	for name := range healthy {
+		want[name] = 0
+	}
+	g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "only the zombie's Ray container restarted, once")
+	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
+	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
+	g.Expect(crrs.Items).To(HaveLen(1))
+	g.Expect(crrs.Items[0].Spec.PodName).To(Equal(zombie))
+	g.Expect(crrs.Items[0].Annotations).To(HaveKeyWithValue(constants.AnnotationRestartReason, "NotInGCS"))
 	expectOperatorNeverForbidden(t)
 }

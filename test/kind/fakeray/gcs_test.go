@@ -172,6 +172,37 @@ func TestRayletOfARestartedGCSExitsAtItsSelfCheck(t *testing.T) {
 	waitFor(t, listed)
 }
 
+// A zombie worker (its marker file new) runs without joining the GCS and with an unhealthy raylet; its next
+// run, the marker there, joins.
+func TestZombieWorkerJoinsOnlyAfterARestart(t *testing.T) {
+	t.Setenv(envZombieMarker, t.TempDir()+"/zombie")
+	gcsPort := freePort(t)
+	startNode(t, "head-0", "--head", "--port="+gcsPort, "--dashboard-port="+freePort(t),
+		"--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	address := "127.0.0.1:" + gcsPort
+	client, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	listed := func() bool {
+		nodes, _ := client.Nodes(context.Background())
+		_, ok := ray.FindNode(nodes, "worker-z", "")
+		return ok
+	}
+	agentPort := freePort(t)
+	startNode(t, "worker-z", "--address="+address, "--dashboard-agent-listen-port="+agentPort, "--node-manager-port="+freePort(t))
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + agentPort + "/api/local_raylet_healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusServiceUnavailable
+	})
+	time.Sleep(2 * time.Second)
+	if listed() {
+		t.Fatal("the zombie joined the GCS")
+	}
+	startNode(t, "worker-z", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
+	waitFor(t, listed)
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

@@ -60,8 +60,35 @@ func servePort() string {
 	return defaultServePort
 }
 
+// envZombieMarker names a file: a worker whose file does not exist yet creates it and runs as a zombie (ray
+// #64349): its container runs, its agent answers that the raylet is not healthy, and it never registers with
+// the GCS. The file is kept in a volume, so the container's next run is a worker again.
+const envZombieMarker = "FAKERAY_ZOMBIE_MARKER"
+
+// zombie runs a worker as a zombie until ctx ends, when its marker file is new.
+func zombie(ctx context.Context, f flags) (int, bool) {
+	marker := os.Getenv(envZombieMarker)
+	if marker == "" || f.values["head"] == "true" {
+		return 0, false
+	}
+	file, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, false // there already: the worker runs as Ray's does
+	}
+	_ = file.Close()
+	fmt.Println("Ray runtime started (fake zombie worker: it never joins the GCS).")
+	go func() {
+		_ = listenAndServe(ctx, ":"+f.get("dashboard-agent-listen-port", defaultAgentPort), agent{raylet: &raylet{gone: true}})
+	}()
+	<-ctx.Done()
+	return exitSIGTERM, true
+}
+
 // startUntil is start for the node n, ending as a SIGTERM would when ctx ends.
 func startUntil(ctx context.Context, f flags, n node) int {
+	if code, ok := zombie(ctx, f); ok {
+		return code
+	}
 	errs := make(chan error, 4)
 	gcsAddress := f.get("address", "")
 	var sv *serve
