@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/membership"
 	"github.com/kray-project/kray/pkg/metrics"
 	"github.com/kray-project/kray/pkg/scale"
@@ -65,6 +66,10 @@ func (r *Reconciler) healGrace() time.Duration {
 // cannot happen, and follows the restart until it is done.
 func (r *Reconciler) restartWorker(ctx context.Context, s *state, rs membership.Restart) error {
 	p := rs.Worker.Pod
+	if p.Annotations[constants.AnnotationRestartPolicy] == string(corev1.RestartPolicyNever) {
+		// A restarted container is an exit under Never (scale.ExitedUnderNever): the pod is replaced instead.
+		return r.replaceWorker(ctx, s, rs, "its template asks for restartPolicy Never, under which a new pod replaces an ended one")
+	}
 	crr := builder.WorkerRestart(s.rc, p, rs.Worker.Run, string(rs.Reason))
 	switch err := r.Writer.Create(ctx, crr); {
 	case err == nil:

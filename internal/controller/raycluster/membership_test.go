@@ -238,6 +238,20 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 			t.Errorf("CloneSet podsToDelete %v replicas %d, want both workers named with replicas 2 (writes %v)", cs.Spec.ScaleStrategy.PodsToDelete, ptr.Deref(cs.Spec.Replicas, 0), writes)
 		}
 	})
+	t.Run("restartPolicy Never", func(t *testing.T) {
+		never := func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+		}
+		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode}, never)
+		e.mustReconcile(rc)
+		if n := len(e.restarts()); n != 0 {
+			t.Errorf("%d in-place restarts under restartPolicy Never, want none: a restarted container is an exit there", n)
+		}
+		cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
+		if !slices.Equal(cs.Spec.ScaleStrategy.PodsToDelete, workers) {
+			t.Errorf("CloneSet podsToDelete %v, want both workers", cs.Spec.ScaleStrategy.PodsToDelete)
+		}
+	})
 	t.Run("never taken by a daemon", func(t *testing.T) {
 		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
 		e.mustReconcile(rc)
