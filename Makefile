@@ -138,7 +138,11 @@ bench-pod-webhook: ## The same with Kruise's pod webhooks on, as in a default Kr
 
 .PHONY: bench-kind-upgrade
 bench-kind-upgrade: ## The same image change on real kubelets (kind): kray's RollingUpdate with workerDrain and Recreate vs KubeRay's Recreate; writes docs/bench/kind-upgrade.md.
-	hack/bench/kind-upgrade.sh
+	hack/bench/kind.sh upgrade
+
+.PHONY: bench-kind-headloss
+bench-kind-headloss: ## A head pod lost on real kubelets (kind): how long until every worker is back in the new GCS, kray vs KubeRay; writes docs/bench/kind-headloss.md.
+	hack/bench/kind.sh headloss
 
 .PHONY: bench-growth
 bench-growth: ## kray vs KubeRay creating 100, 300 and 1,000 clusters, a fresh cluster each; writes docs/bench/growth/ and a section of docs/benchmarks.md.

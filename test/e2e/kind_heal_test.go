@@ -30,9 +30,14 @@ func healingRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
 // rayNodes lists the nodes the cluster's current GCS reports, by instance ID (the pod name), with their status.
 func rayNodes(t *testing.T, rc *rayv1.RayCluster) map[string]string {
 	t.Helper()
-	head := headPod(NewWithT(t), rc)
+	return rayNodesOf(t, headPod(NewWithT(t), rc))
+}
+
+// rayNodesOf is rayNodes, asked of the GCS in head.
+func rayNodesOf(t *testing.T, head *corev1.Pod) map[string]string {
+	t.Helper()
 	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(kubectl(t, "exec", "-n", rc.Namespace, head.Name, "-c", "ray-head", "--", "ray", "list", "nodes")), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(kubectl(t, "exec", "-n", head.Namespace, head.Name, "-c", "ray-head", "--", "ray", "list", "nodes")), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && out[f[0]] != "IDLE" && out[f[0]] != "RUNNING" {
 			out[f[0]] = f[1]
 		}

@@ -41,7 +41,7 @@ type upgradeRun struct {
 	restarts         int32         // container restarts of the pods that were kept
 }
 
-// TestUpgradeBenchOnKind runs the benchmark when KRAY_BENCH_KIND_UPGRADE=1 (hack/bench/kind-upgrade.sh).
+// TestUpgradeBenchOnKind runs the benchmark when KRAY_BENCH_KIND_UPGRADE=1 (hack/bench/kind.sh upgrade).
 func TestUpgradeBenchOnKind(t *testing.T) {
 	if os.Getenv("KRAY_BENCH_KIND_UPGRADE") != "1" {
 		t.Skip("the kind upgrade benchmark: make bench-kind-upgrade")
@@ -261,7 +261,7 @@ func writeUpgradeReport(t *testing.T, runs []upgradeRun) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# An image change on real kubelets: kray's in-place upgrade against KubeRay's Recreate
 
-Written by `+"`make bench-kind-upgrade`"+` (hack/bench/kind-upgrade.sh, test/e2e/kindbench_test.go) on %s. One kind
+Written by `+"`make bench-kind-upgrade`"+` (hack/bench/kind.sh, test/e2e/kindbench_test.go) on %s. One kind
 node (a real kubelet and containerd, 2 cores), Kruise %s, the kind suite's fake Ray image. The same RayCluster
 each time: one head and %d workers of rayproject/ray:2.46.0, ready, then the head's and the workers' image
 changed to %s; measured from that change until every pod runs the new image and is Ready. Worker-seconds not
