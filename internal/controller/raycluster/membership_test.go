@@ -293,3 +293,28 @@ func (w refusingRestarts) Create(ctx context.Context, obj client.Object, opts ..
 	}
 	return w.Writer.Create(ctx, obj, opts...)
 }
+
+// A cache that has not seen the restarted container yet (it still shows the run the restart ended) finds the
+// restart done: nothing is asked again and no pod is replaced.
+func TestRestartDoneBehindALaggingCache(t *testing.T) {
+	e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+	e.mustReconcile(rc)
+	for _, crr := range e.restarts() {
+		crr.Status = kruisev1alpha1.ContainerRecreateRequestStatus{Phase: kruisev1alpha1.ContainerRecreateRequestCompleted,
+			ContainerRecreateStates: []kruisev1alpha1.ContainerRecreateRequestContainerRecreateState{{Name: "ray-worker", Phase: kruisev1alpha1.ContainerRecreateRequestSucceeded}}}
+		if err := e.api.Update(context.Background(), crr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := e.mustReconcile(rc)
+	if n := len(e.restarts()); n != 2 {
+		t.Errorf("%d restarts, want the 2 done ones", n)
+	}
+	cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
+	if len(cs.Spec.ScaleStrategy.PodsToDelete) != 0 {
+		t.Errorf("podsToDelete %v after a restart that succeeded, want none (writes %v)", cs.Spec.ScaleStrategy.PodsToDelete, writes)
+	}
+	if c := meta.FindStatusCondition(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).Status.Conditions, constants.ConditionWorkersRestarting); c != nil {
+		t.Errorf("condition %s once the restarts are done: %+v", constants.ConditionWorkersRestarting, c)
+	}
+}
