@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -61,8 +62,10 @@ type gcs struct {
 	// clusterID is the cluster's ID, new at every start of a GCS without fault tolerance: a raylet of the GCS
 	// before presents the old one and is refused, as Ray's GCS refuses it.
 	clusterID []byte
-	mu        sync.Mutex
-	nodes     []*gcsNode
+	// store keeps the cluster ID and the live nodes in Redis (fault tolerance), nil without.
+	store *redisStore
+	mu    sync.Mutex
+	nodes []*gcsNode
 	// serve is the head's Serve, which places replicas on the nodes.
 	serve *serve
 }
@@ -90,15 +93,20 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 		n.registered = time.Now()
 		g.nodes = append(g.nodes, n)
 		g.mu.Unlock()
+		g.keep(stream.Context(), n, true)
 		fmt.Printf("GCS: node %x registered (instance %s, raylet %s)\n", n.id, n.instanceID, n.address)
 		return stream.SendMsg([]byte{})
 	case methodUnregisterNode:
 		id := decodeNode(req).id
 		g.mu.Lock()
-		if n := g.find(id); n != nil {
+		n := g.find(id)
+		if n != nil {
 			n.dead = true
 		}
 		g.mu.Unlock()
+		if n != nil {
+			g.keep(stream.Context(), n, false)
+		}
 		fmt.Printf("GCS: node %x unregistered\n", id)
 		return stream.SendMsg([]byte{})
 	case methodReplicasOn:
@@ -163,6 +171,48 @@ func (g *gcs) drain(stream grpc.ServerStream, req []byte) error {
 	return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
 }
 
+// keep records a node's liveness in the GCS's Redis, when it has one.
+func (g *gcs) keep(ctx context.Context, n *gcsNode, alive bool) {
+	if g.store == nil {
+		return
+	}
+	if err := g.store.keepNode(ctx, n, alive); err != nil {
+		fmt.Fprintf(os.Stderr, "GCS: cannot keep node %x in Redis: %v\n", n.id, err)
+	}
+}
+
+// recover starts the GCS from its Redis, as Ray's GCS does with fault tolerance: the cluster ID kept there
+// (or a new one kept for the next start) and the nodes that were alive, alive again until their raylets fail
+// the health check. It waits for Redis as Ray's GCS does (redis_db_connect_retries).
+func (g *gcs) recover(ctx context.Context, store *redisStore) error {
+	var err error
+	for range 120 {
+		var id []byte
+		if id, err = store.clusterID(ctx, g.clusterID); err == nil {
+			g.clusterID, g.store = id, store
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the GCS's Redis at %s: %w", store.address, err)
+	}
+	nodes, err := store.nodes(ctx)
+	if err != nil {
+		return fmt.Errorf("the GCS's Redis at %s: %w", store.address, err)
+	}
+	for _, n := range nodes {
+		n.registered = time.Now()
+		fmt.Printf("GCS: node %x recovered from Redis (instance %s)\n", n.id, n.instanceID)
+	}
+	g.nodes = nodes
+	return nil
+}
+
 func (g *gcs) find(id []byte) *gcsNode {
 	for _, n := range g.nodes {
 		if string(n.id) == string(id) {
@@ -197,7 +247,11 @@ func (g *gcs) checkHealth(ctx context.Context) {
 				n.dead = true
 				fmt.Printf("GCS: node %x is dead (its raylet does not answer)\n", n.id)
 			}
+			dead := n.dead
 			g.mu.Unlock()
+			if dead {
+				g.keep(ctx, n, false)
+			}
 		}
 	}
 }

@@ -21,7 +21,9 @@
 // restarted later registers a new node under the same pod name. A raylet whose GCS does not answer for
 // RAY_gcs_rpc_server_reconnect_timeout_s (60) exits with 1, and `ray start` with it. The head's dashboard also
 // serves Serve's REST API, and every node a Serve proxy that answers its health check only where Serve runs
-// replicas (serve.go). Both block until SIGTERM, with
+// replicas (serve.go). With RAY_REDIS_ADDRESS (GCS fault tolerance) the head's GCS keeps its cluster ID and live
+// nodes in that Redis and starts again from them, so the raylets of the GCS before reconnect (redis.go); the
+// binary run as `python -c` is Ray's cleanup_redis_storage of KubeRay's Redis cleanup Job. Both block until SIGTERM, with
 // --block or without (a container whose command returns would restart), and end as a process the signal
 // killed. A job's entrypoint really runs,
 // with /bin/sh -c in the head container, and its status and logs are what it did. `ray kuberay-autoscaler`, the
@@ -31,10 +33,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == "python" {
+		os.Exit(python(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

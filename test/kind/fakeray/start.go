@@ -100,6 +100,11 @@ func startUntil(ctx context.Context, f flags, n node) int {
 			return fail(err)
 		}
 		g := &gcs{clusterID: newNodeID()}
+		if store := redisFromEnv(); store != nil {
+			if err := g.recover(ctx, store); err != nil {
+				return fail(err)
+			}
+		}
 		sv = &serve{gcs: g, head: func() []byte { return headID.Load().([]byte) }}
 		g.serve = sv
 		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))
