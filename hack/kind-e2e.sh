@@ -4,10 +4,12 @@
 # from charts/kray, prints diagnostics when they fail, and takes the cluster down on exit.
 #
 # Environment: KRAY_KIND_KEEP=1 keeps the cluster afterwards (`hack/kind.sh down` removes it);
-# KRAY_E2E_TIMEOUT (default 20m); E2E_RUN (default ^TestKind) selects the tests.
+# KRAY_E2E_TIMEOUT (default 30m); E2E_RUN (default ^TestKind) selects the tests.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=versions.env
+source "${ROOT}/hack/versions.env"
 KUBECONFIG_FILE="${ROOT}/.local/kind/kubeconfig"
 
 log() { printf '[kind-e2e] %s\n' "$*" >&2; }
@@ -44,6 +46,6 @@ log "cluster up in $(($(date +%s) - start)) s"
 export KUBECONFIG="${KUBECONFIG_FILE}"
 cd "${ROOT}"
 start="$(date +%s)"
-KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external \
-  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-20m}" -run "${E2E_RUN:-^TestKind}"
+KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external KRAY_KIND_REDIS_IMAGE="kray.local/redis:${KIND_DEBIAN_SUITE}" \
+  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -run "${E2E_RUN:-^TestKind}"
 log "tests passed in $(($(date +%s) - start)) s"

@@ -23,7 +23,9 @@
 #   kray.local/kind-node:<k8s>-<hash>      kind's node: systemd, containerd, kubelet, kubeadm, and inside its
 #                                          containerd the control plane's images (kube-*, etcd, coredns, pause)
 #   registry.k8s.io/...                    the control plane's images as kubeadm names them (kube-base:<hash> under)
-#   kray.local/kruise-manager:<v>-<hash>   kruise-manager built from the Kruise module (hack/tools.sh kruise)
+#   kray.local/kruise-manager:<v>-<hash>   kruise-manager and kruise-daemon built from the Kruise module
+#                                          (hack/tools.sh kruise kruise-daemon)
+#   kray.local/redis:<suite>               Debian's redis-server, the Redis of GCS fault tolerant clusters
 #   kray.local/kray-operator:<hash>        ./cmd/kray-operator built static, on ./Dockerfile's runtime layout
 #                                          (gcr.io/distroless/static:nonroot, made here from Debian)
 #   rayproject/ray:<version>               the fake Ray of test/kind/fakeray (kray.local/fake-ray:<hash>) under
@@ -318,7 +320,7 @@ app_images() {
   cp "${ROOT}/test/kind/fakeray/Dockerfile" "${ctx}/Dockerfile"
   local ray="kray.local/fake-ray:$(cat "${ctx}/ray" "${ctx}/Dockerfile" | sha256sum | cut -c1-12)" v
   build_image "${ray}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
-  CURRENT+=("${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${ray}")
+  CURRENT+=("${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${ray}" "${REDIS_IMAGE}")
   RAY_IMAGES=()
   for v in ${RAY_VERSIONS}; do
     # An image of its own per version (a label: the layers are shared), as Ray's releases are: Kruise tells
@@ -389,11 +391,23 @@ dockerfile() {
   log "kray-operator:dockerfile: $(docker image inspect -f 'user {{.Config.User}}, entrypoint {{.Config.Entrypoint}}, {{.Size}} bytes' kray-operator:dockerfile)"
 }
 
+# REDIS_IMAGE is Debian's redis-server, for the tests' GCS fault tolerant clusters.
+REDIS_IMAGE="kray.local/redis:${KIND_DEBIAN_SUITE}"
+
+redis_image() {
+  local ctx="${BUILD_DIR}/redis"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  printf 'FROM %s\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server && apt-get clean && rm -rf /var/lib/apt/lists/*\nUSER redis\nENTRYPOINT ["redis-server"]\n' \
+    "${BASE_IMAGE}" >"${ctx}/Dockerfile"
+  build_image "${REDIS_IMAGE}" "${ctx}"
+}
+
 images() {
   mkdir -p "${BUILD_DIR}"
   timed "base image" base_image
   timed "node image" node_image
   timed "kruise, operator and ray images" app_images
+  timed "redis image" redis_image
   prune_stale
 }
 
@@ -425,7 +439,7 @@ create_cluster() {
 }
 
 load_images() {
-  "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${RAY_IMAGES[@]}" >&2
+  "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${REDIS_IMAGE}" "${RAY_IMAGES[@]}" >&2
 }
 
 # install_kruise applies Kruise's own manifests from its Go module (config/default), with the image built here

@@ -2,14 +2,19 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,15 +136,20 @@ func TestKindReplacedHeadBringsItsWorkersBack(t *testing.T) {
 	expectOperatorNeverForbidden(t)
 }
 
-// ray#64349 with a real kubelet: a worker whose Ray container runs but never joins the GCS (a zombie: running,
-// not ready) is restarted in place once it has been out for the grace period, and joins; the workers that
-// are in the GCS are not touched. The zombie is the group's third worker, added with a template whose first
-// run of a container is a zombie (the fake Ray's marker file, kept in an emptyDir); under upgradeStrategy None
-// the first two keep their template.
-func TestKindZombieWorkerIsRestartedOnce(t *testing.T) {
+// ray#64349 with a real kubelet, under GCS fault tolerance (a real Redis): the head pod deleted, the workers'
+// raylets reconnect to the new GCS, which kept them in Redis, and they are not touched; a worker whose Ray
+// container runs but never joins (a zombie: running, not ready) is restarted in place once it has been out for
+// the grace period, and joins. The zombie is the group's third worker, added with a template whose first run
+// of a container is a zombie (the fake Ray's marker file, kept in an emptyDir); under upgradeStrategy None the
+// first two keep their template.
+func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
-	rc := create(t, healingRayCluster(kindNamespace(t), "zombie", 2))
+	ns := kindNamespace(t)
+	redis := kindRedis(t, ns)
+	rc := healingRayCluster(ns, "zombie", 2)
+	rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: redis}
+	rc = create(t, rc)
 	waitKindReady(t, rc, 2)
 	healthy := uids(workerPods(g, rc, "workergroup"))
 	update(t, rc, func(rc *rayv1.RayCluster) {
@@ -160,19 +170,60 @@ func TestKindZombieWorkerIsRestartedOnce(t *testing.T) {
 		}
 		g.Expect(zombie).NotTo(BeEmpty())
 	}, kindTimeout, time.Second).Should(Succeed())
+
+	old := headPod(g, rc)
+	g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
+	newHeadReady(t, rc, old.UID)
 	g.Eventually(func(g Gomega) {
-		g.Expect(rayNodes(t, rc)).To(HaveKeyWithValue(zombie, BeElementOf("IDLE", "RUNNING")))
-	}, kindTimeout, time.Second).Should(Succeed(), "the zombie is restarted and joins the GCS")
+		nodes := rayNodes(t, rc)
+		for _, w := range append(podNames(workerPods(g, rc, "workergroup")), zombie) {
+			g.Expect(nodes).To(HaveKeyWithValue(w, BeElementOf("IDLE", "RUNNING")), "worker %s in the new GCS", w)
+		}
+	}, kindTimeout, time.Second).Should(Succeed(), "the workers reconnect, the zombie is restarted and joins")
 	waitKindReady(t, rc, 3)
 	want := map[string]int32{zombie: 1}
 	for name := range healthy {
 		want[name] = 0
 	}
 	g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "only the zombie's Ray container restarted, once")
+	g.Expect(uids(workerPods(g, rc, "workergroup"))).To(HaveLen(3))
 	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
 	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
 	g.Expect(crrs.Items).To(HaveLen(1))
 	g.Expect(crrs.Items[0].Spec.PodName).To(Equal(zombie))
 	g.Expect(crrs.Items[0].Annotations).To(HaveKeyWithValue(constants.AnnotationRestartReason, "NotInGCS"))
 	expectOperatorNeverForbidden(t)
+}
+
+// kindRedis runs Debian's redis-server (the kind suite's image KRAY_KIND_REDIS_IMAGE, hack/kind-e2e.sh) in ns behind a Service, waits
+// until it is ready, and returns its address.
+func kindRedis(t *testing.T, ns string) string {
+	t.Helper()
+	g := NewWithT(t)
+	labels := map[string]string{"app": "redis"}
+	port := corev1.ContainerPort{Name: "redis", ContainerPort: 6379}
+	objs := []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "redis", Image: os.Getenv("KRAY_KIND_REDIS_IMAGE"),
+						Args:           []string{"--port", "6379", "--protected-mode", "no", "--save", "", "--appendonly", "no"},
+						Ports:          []corev1.ContainerPort{port},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(6379)}}, PeriodSeconds: 1},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
+					}},
+				}}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis"},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "redis", Port: 6379, TargetPort: intstr.FromInt32(6379)}}}},
+	}
+	for _, o := range objs {
+		g.Expect(k8s.Create(context.Background(), o)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "redis"}, d)).To(Succeed())
+		g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(1))
+	}, kindTimeout, time.Second).Should(Succeed())
+	return "redis:6379"
 }
