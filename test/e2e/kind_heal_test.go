@@ -11,6 +11,7 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,6 +194,12 @@ func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	g.Expect(crrs.Items[0].Spec.PodName).To(Equal(zombie))
 	g.Expect(crrs.Items[0].Annotations).To(HaveKeyWithValue(constants.AnnotationRestartReason, "NotInGCS"))
 	expectOperatorNeverForbidden(t)
+
+	// Deleted while its Redis runs, the cluster's Redis cleanup Job (Ray's cleanup_redis_storage) lets it go.
+	g.Expect(k8s.Delete(context.Background(), rc)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), &rayv1.RayCluster{}))
+	}, kindTimeout, time.Second).Should(BeTrue(), "the cluster must go once its Redis data is deleted")
 }
 
 // kindRedis runs Debian's redis-server (the kind suite's image KRAY_KIND_REDIS_IMAGE, hack/kind-e2e.sh) in ns behind a Service, waits
