@@ -146,10 +146,8 @@ func TestKindReplacedHeadBringsItsWorkersBack(t *testing.T) {
 func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
-	ns := kindNamespace(t)
-	redis := kindRedis(t, ns)
-	rc := healingRayCluster(ns, "zombie", 2)
-	rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: redis}
+	rc := healingRayCluster(kindNamespace(t), "zombie", 2)
+	faultTolerant(t, rc)
 	rc = create(t, rc)
 	waitKindReady(t, rc, 2)
 	healthy := uids(workerPods(g, rc, "workergroup"))
@@ -194,12 +192,24 @@ func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	g.Expect(crrs.Items[0].Spec.PodName).To(Equal(zombie))
 	g.Expect(crrs.Items[0].Annotations).To(HaveKeyWithValue(constants.AnnotationRestartReason, "NotInGCS"))
 	expectOperatorNeverForbidden(t)
+}
 
-	// Deleted while its Redis runs, the cluster's Redis cleanup Job (Ray's cleanup_redis_storage) lets it go.
-	g.Expect(k8s.Delete(context.Background(), rc)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), &rayv1.RayCluster{}))
-	}, kindTimeout, time.Second).Should(BeTrue(), "the cluster must go once its Redis data is deleted")
+// faultTolerant gives rc GCS fault tolerance on a Redis of its own namespace (kindRedis) and, once the test
+// passed, deletes rc before its namespace goes: its Redis cleanup Job (Ray's cleanup_redis_storage) needs the
+// Redis, and the cluster goes once the Job is done.
+func faultTolerant(t *testing.T, rc *rayv1.RayCluster) {
+	t.Helper()
+	rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: kindRedis(t, rc.Namespace)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		g := NewWithT(t)
+		g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), rc))).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(rc), &rayv1.RayCluster{}))
+		}, kindTimeout, time.Second).Should(BeTrue(), "the cluster must go once its Redis data is deleted")
+	})
 }
 
 // kindRedis runs Debian's redis-server (the kind suite's image KRAY_KIND_REDIS_IMAGE, hack/kind-e2e.sh) in ns behind a Service, waits

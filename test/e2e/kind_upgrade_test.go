@@ -98,6 +98,8 @@ func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
 	requireKind(t)
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "never", 2)
+	// The head is updated too: without GCS fault tolerance its new GCS would end every worker's Ray node.
+	faultTolerant(t, rc)
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 60)
 	rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
 	rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2)}
@@ -388,8 +390,8 @@ func TestKindRollingUpdateWithSurge(t *testing.T) {
 	expectOperatorNeverForbidden(t)
 }
 
-// The rest of docs/upgrades.md on real kubelets, one cluster of two groups under RollingUpdate with
-// workerDrain: an image change updates the head first, then group first (maxUnavailable 1) in full, and only
+// The rest of docs/upgrades.md on real kubelets, one GCS fault tolerant cluster of two groups under
+// RollingUpdate with workerDrain: an image change updates the head first, then group first (maxUnavailable 1) in full, and only
 // then group second, whose partition of 1 keeps one pod on the old image; every updated pod is the same pod
 // with its Ray container restarted once, each worker drained once before. Then a named scale-down of group
 // first drains and removes exactly the pod named, and removing group second drains both its pods before the
@@ -399,6 +401,9 @@ func TestKindRollingUpdateOrderPartitionAndDrainedRemovals(t *testing.T) {
 	g := NewWithT(t)
 	const oldImage = "rayproject/ray:2.46.0"
 	rc := kindRayCluster(kindNamespace(t), "order", 2)
+	// The head is updated first: with GCS fault tolerance the workers' Ray nodes outlive its restart and are
+	// drained before theirs (without it, kray restarts them at once: kind_heal_test.go).
+	faultTolerant(t, rc)
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 	first := &rc.Spec.WorkerGroupSpecs[0]
 	first.GroupName = "first"
