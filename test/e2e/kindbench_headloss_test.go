@@ -151,4 +151,3 @@ built from its module, at the version named, and runs while kray's is scaled to 
 		t.Fatal(err)
 	}
 }
-
