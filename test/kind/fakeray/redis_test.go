@@ -48,9 +48,7 @@ func TestFaultTolerantGCSKeepsItsWorkers(t *testing.T) {
 	}
 	stopOld, oldDone := startHead()
 	gcsAddress := "127.0.0.1:" + gcsPort
-	t.Setenv(envRedisAddress, "") // the worker is no GCS
 	worker := startNode(t, "worker-f", "--address="+gcsAddress, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
-	t.Setenv(envRedisAddress, address)
 	client, _ := (&ray.GRPCDialer{}).Dial(gcsAddress, "")
 	var before ray.Node
 	waitFor(t, func() bool {
