@@ -110,6 +110,11 @@ func TestStallingGCSHoldsAReconcileForItsBudgetOnly(t *testing.T) {
 	if started() != workers {
 		t.Errorf("while paused: %d of %d drains started, want all, to be released after the timeout", started(), workers)
 	}
+	// A reconcile during the pause does not end it.
+	e.mustReconcile(rc)
+	if gcs.lists != lists || paused() == nil {
+		t.Errorf("a second reconcile while paused: %d lists, paused %v; want no call and the pause kept", gcs.lists-lists, paused() != nil)
+	}
 
 	e.clock.SetTime(testNow.Add(gcsPauseFirst + time.Second))
 	e.mustReconcile(rc)

@@ -17,7 +17,8 @@ type gcsSession struct {
 	client  ray.Client
 	// spent reports whether the reconcile's time for GCS calls is spent.
 	spent func() bool
-	// failure is the first call that ran out of time, for the breaker; nil for a paused or undialled GCS.
+	// failure is the first call that ran out of time, for the breaker; nil (the func) when no call reached
+	// the GCS: it is paused, or the token could not be read.
 	failure func() error
 	listed  bool
 	nodes   []ray.Node
@@ -30,7 +31,7 @@ func (r *Reconciler) openGCS(ctx context.Context, s *state) *gcsSession {
 	if s.gcs != nil {
 		return s.gcs
 	}
-	g := &gcsSession{address: r.gcsAddress(s), spent: func() bool { return false }, failure: func() error { return nil }}
+	g := &gcsSession{address: r.gcsAddress(s), spent: func() bool { return false }}
 	s.gcs = g
 	if paused := r.gcs.paused(client.ObjectKeyFromObject(s.rc), r.now().Time); paused != nil {
 		g.client = failedClient{paused}
@@ -55,9 +56,10 @@ func (g *gcsSession) Nodes(ctx context.Context) ([]ray.Node, error) {
 	return g.nodes, g.listErr
 }
 
-// closeGCS records in the breaker how the reconcile's GCS calls went, when it made any.
+// closeGCS records in the breaker how the reconcile's GCS calls went, when it made any: a paused GCS stays
+// paused until its pause ends.
 func (r *Reconciler) closeGCS(s *state) {
-	if s.gcs != nil {
+	if s.gcs != nil && s.gcs.failure != nil {
 		r.gcs.record(client.ObjectKeyFromObject(s.rc), r.now().Time, s.gcs.failure())
 	}
 }
