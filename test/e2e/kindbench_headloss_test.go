@@ -10,8 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -59,15 +57,9 @@ func TestHeadLossBenchOnKind(t *testing.T) {
 func benchHeadLoss(t *testing.T, name string, mutate func(*rayv1.RayCluster)) headLossRun {
 	t.Helper()
 	g := NewWithT(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-headloss-"}}
-	g.Expect(k8s.Create(context.Background(), ns)).To(Succeed())
-	defer func() {
-		g.Expect(k8s.Delete(context.Background(), ns)).To(Succeed())
-		g.Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
-		}, kindTimeout, time.Second).Should(BeTrue())
-	}()
-	rc := kindRayCluster(ns.Name, "bench", benchWorkers)
+	ns, drop := benchNamespace(t, "bench-headloss-")
+	defer drop()
+	rc := kindRayCluster(ns, "bench", benchWorkers)
 	if mutate != nil {
 		mutate(rc)
 	}

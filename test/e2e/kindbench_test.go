@@ -67,15 +67,9 @@ func TestUpgradeBenchOnKind(t *testing.T) {
 func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) upgradeRun {
 	t.Helper()
 	g := NewWithT(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-upgrade-"}}
-	g.Expect(k8s.Create(context.Background(), ns)).To(Succeed())
-	defer func() {
-		g.Expect(k8s.Delete(context.Background(), ns)).To(Succeed())
-		g.Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
-		}, kindTimeout, time.Second).Should(BeTrue())
-	}()
-	rc := kindRayCluster(ns.Name, "bench", benchWorkers)
+	ns, drop := benchNamespace(t, "bench-upgrade-")
+	defer drop()
+	rc := kindRayCluster(ns, "bench", benchWorkers)
 	strategy(rc)
 	create(t, rc)
 	waitKindReady(t, rc, benchWorkers)
@@ -113,6 +107,21 @@ func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) u
 	t.Logf("%s: %s, %d pods created, %d deleted, %.0f worker-seconds not Ready, %d drains, %d restarts",
 		name, run.took.Round(time.Second), run.created, run.deleted, run.notReady.Seconds(), run.drains, run.restarts)
 	return run
+}
+
+// benchNamespace creates a namespace named from prefix and returns its name and a function that deletes it
+// and waits until it is gone.
+func benchNamespace(t *testing.T, prefix string) (string, func()) {
+	t.Helper()
+	g := NewWithT(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	g.Expect(k8s.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name, func() {
+		g.Expect(k8s.Delete(context.Background(), ns)).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
+		}, kindTimeout, time.Second).Should(BeTrue())
+	}
 }
 
 // watchReadyWorkers follows rc's worker pods from a watch started now and returns a function that gives, from

@@ -135,15 +135,7 @@ func TestRayletWithoutGCSExits(t *testing.T) {
 func TestRayletOfARestartedGCSExitsAtItsSelfCheck(t *testing.T) {
 	t.Setenv(envSelfCheckInterval, "3000")
 	gcsPort := freePort(t)
-	startHead := func() (context.CancelFunc, <-chan int) {
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		f := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
-			"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
-		go func() { done <- startUntil(ctx, f, node{instance: "head-0", servePort: freePort(t)}) }()
-		return stop, done
-	}
-	stopOld, oldDone := startHead()
+	stopOld, oldDone := startHead(t, gcsPort)
 	address := "127.0.0.1:" + gcsPort
 	worker := startNode(t, "worker-c", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	client, _ := (&ray.GRPCDialer{}).Dial(address, "")
@@ -155,7 +147,7 @@ func TestRayletOfARestartedGCSExitsAtItsSelfCheck(t *testing.T) {
 	waitFor(t, listed)
 	stopOld()
 	<-oldDone
-	stopNew, newDone := startHead()
+	stopNew, newDone := startHead(t, gcsPort)
 	defer func() { stopNew(); <-newDone }()
 	select {
 	case code := <-worker:
@@ -201,6 +193,18 @@ func TestZombieWorkerJoinsOnlyAfterARestart(t *testing.T) {
 	}
 	startNode(t, "worker-z", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	waitFor(t, listed)
+}
+
+// startHead runs `ray start --head` on gcsPort until the returned function stops it; the channel gives its
+// exit code. A head started again on the same port is a GCS restarted at the same address.
+func startHead(t *testing.T, gcsPort string) (context.CancelFunc, <-chan int) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	f := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
+		"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
+	go func() { done <- startUntil(ctx, f, node{instance: "head-0", servePort: freePort(t)}) }()
+	return stop, done
 }
 
 func waitFor(t *testing.T, cond func() bool) {

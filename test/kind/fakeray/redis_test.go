@@ -38,15 +38,7 @@ func TestFaultTolerantGCSKeepsItsWorkers(t *testing.T) {
 	t.Setenv(envStorageNS, "ns-uid")
 	t.Setenv(envSelfCheckInterval, "1000")
 	gcsPort := freePort(t)
-	startHead := func() (context.CancelFunc, <-chan int) {
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		f := parseFlags([]string{"--head", "--port=" + gcsPort, "--dashboard-port=" + freePort(t),
-			"--dashboard-agent-listen-port=" + freePort(t), "--node-manager-port=" + freePort(t)})
-		go func() { done <- startUntil(ctx, f, node{instance: "head-0", servePort: freePort(t)}) }()
-		return stop, done
-	}
-	stopOld, oldDone := startHead()
+	stopOld, oldDone := startHead(t, gcsPort)
 	gcsAddress := "127.0.0.1:" + gcsPort
 	worker := startNode(t, "worker-f", "--address="+gcsAddress, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	client, _ := (&ray.GRPCDialer{}).Dial(gcsAddress, "")
@@ -59,7 +51,7 @@ func TestFaultTolerantGCSKeepsItsWorkers(t *testing.T) {
 	})
 	stopOld()
 	<-oldDone
-	stopNew, newDone := startHead()
+	stopNew, newDone := startHead(t, gcsPort)
 	defer func() { stopNew(); <-newDone }()
 	waitFor(t, func() bool {
 		nodes, _ := client.Nodes(context.Background())
