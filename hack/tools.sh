@@ -19,8 +19,8 @@
 #                       modules; the e2e suite schedules gangs with its placeholders)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   kind                kind            (sigs.k8s.io/kind; only for the kind cluster, not part of "all")
-#   kind-node           what the kind cluster's images carry, not part of "all": kubelet kubeadm kube-proxy kubectl
-#                       (k8s.io/kubernetes), etcd, coredns (github.com/coredns/coredns) and kind
+#   kind-node           what the kind cluster's images carry, not part of "all": kube's three, kubelet kubeadm
+#                       kube-proxy kubectl (k8s.io/kubernetes), etcd, coredns (github.com/coredns/coredns) and kind
 #   kubelet | kubeadm | kube-proxy | kubectl | coredns
 #   envtest-assets      builds kube-apiserver and etcd if needed and prints ONLY the absolute path of a
 #                       directory holding kube-apiserver, etcd and kubectl, for KUBEBUILDER_ASSETS:
@@ -313,6 +313,7 @@ run_target() {
       ;;
     kube-apiserver | kube-controller-manager | kube-scheduler) build_kube_binary "$1" ;;
     kind-node)
+      run_target kube
       build_kube_binary kubelet
       build_kube_binary kubeadm
       build_kube_binary kube-proxy
