@@ -83,7 +83,11 @@ func expectWorkersRejoin(t *testing.T, rc *rayv1.RayCluster, before map[string]t
 	for name := range before {
 		want[name] = 1
 	}
-	g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "each worker's Ray container restarted once")
+	// The raylet registers as soon as its container starts; the kubelet reports the restart on its next status
+	// sync, which can come later.
+	g.Eventually(func(g Gomega) {
+		g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "each worker's Ray container restarted once")
+	}, kindTimeout, time.Second).Should(Succeed())
 	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
 	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
 	restarted := map[string]string{}
@@ -194,16 +198,13 @@ func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	expectOperatorNeverForbidden(t)
 }
 
-// faultTolerant gives rc GCS fault tolerance on a Redis of its own namespace (kindRedis) and, once the test
-// passed, deletes rc before its namespace goes: its Redis cleanup Job (Ray's cleanup_redis_storage) needs the
+// faultTolerant gives rc GCS fault tolerance on a Redis of its own namespace (kindRedis) and, after the test
+// (passed or failed), deletes rc before its namespace goes: its Redis cleanup Job (Ray's cleanup_redis_storage) needs the
 // Redis, and the cluster goes once the Job is done.
 func faultTolerant(t *testing.T, rc *rayv1.RayCluster) {
 	t.Helper()
 	rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: kindRedis(t, rc.Namespace)}
 	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
 		g := NewWithT(t)
 		g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), rc))).To(Succeed())
 		g.Eventually(func() bool {

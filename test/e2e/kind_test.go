@@ -78,21 +78,33 @@ func kindRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
 	}
 }
 
-// kindNamespace is namespace, and once the test passed waits until the namespace is gone, so the next test has
-// the node's CPU.
+// kindNamespace is namespace, and after the test waits until the namespace is gone, so the next test has the
+// node's CPU. A failed test's namespace goes too, once its pods, events and restart requests are in the test's
+// log: pods left running on the one node would keep the next tests' pods Pending.
 func kindNamespace(t *testing.T) string {
 	t.Helper()
 	var name string
 	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
 		NewWithT(t).Eventually(func() bool {
 			err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &corev1.Namespace{})
 			return apierrors.IsNotFound(err)
 		}, kindTimeout, time.Second).Should(BeTrue(), "namespace %s must be deleted", name)
 	})
 	name = namespace(t)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, args := range [][]string{
+			{"get", "pods", "-o", "wide"},
+			{"get", "events", "--sort-by=.lastTimestamp"},
+			{"get", "containerrecreaterequests", "-o", "yaml"},
+		} {
+			out, _ := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append(args, "-n", name)...).CombinedOutput()
+			t.Logf("kubectl %s -n %s:\n%s", strings.Join(args, " "), name, out)
+		}
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	return name
 }
 
