@@ -298,13 +298,14 @@ func kubeRayClusterSamplesAreAccepted(t *testing.T, ref kubeRayRef) {
 	}
 }
 
-// refusedClusterSamples are the KubeRay samples whose cluster asks for a feature kray does not serve, with
-// the words of the refusal its validation gives (reported in the object's status and an event).
-// KubeRay v1.7 refuses them likewise while their gates are off, as they are by default.
+// refusedClusterSamples are the KubeRay samples whose cluster asks for a feature behind a gate that is off by
+// default, with the words of the refusal kray's validation gives then (reported in the object's status and an
+// event), as KubeRay v1.7's.
 var refusedClusterSamples = map[string]string{
 	"ray-cluster.historyserver.yaml":           "RayClusterHistoryServer feature gate is not enabled",
 	"ray-cluster.mtls.yaml":                    "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
 	"ray-cluster.network-policy-deny-all.yaml": "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
+	"ray-cluster.embedded-gcs-ft.yaml":         "requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled",
 }
 
 // asRayCluster returns doc if it is a ray.io/v1 RayCluster, or a RayCluster wrapping the cluster spec of a

@@ -123,7 +123,10 @@ func applyConfiguration(path string, fs *flag.FlagSet, set map[string]bool, o *o
 		o.burst = *c.Burst
 	}
 	if c.DeleteRayJobAfterJobFinishes {
+		// KubeRay v1.7 documents the field but reads only its environment variable; kray does what it says.
 		o.deleteJobs = true
+		warnings = append(warnings, "Configuration deleteRayJobAfterJobFinishes is true: a RayJob with shutdownAfterJobFinishes is deleted once its job ends "+
+			"(KubeRay v1.7 ignores this field and deletes only when "+envDeleteRayJobAfterJobFinishes+" is true)")
 	}
 	o.podDefaults = builder.PodDefaults{
 		HeadSidecars:   slices.Clone(c.HeadSidecarContainers),

@@ -62,7 +62,8 @@ defaultPodLabels:
 	if diff := cmp.Diff(wantDefaults, o.podDefaults); diff != "" {
 		t.Errorf("pod defaults (-want +got):\n%s", diff)
 	}
-	if len(o.warnings) != 0 {
+	// KubeRay v1.7 documents deleteRayJobAfterJobFinishes but ignores it; kray honours it, and says so.
+	if len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "deleteRayJobAfterJobFinishes is true") || !strings.Contains(o.warnings[0], "KubeRay v1.7 ignores this field") {
 		t.Errorf("warnings %q", o.warnings)
 	}
 }

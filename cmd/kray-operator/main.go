@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -11,6 +12,10 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -79,8 +84,23 @@ type options struct {
 	// ingressPrefixes are the prefixes of the RayCluster annotations copied onto head Ingresses; nil is
 	// builder.DefaultIngressAnnotationPrefixes.
 	ingressPrefixes []string
+	// operatorNamespace and operatorPodLabels say who the operator's pods are, for the operator's ingress
+	// rule in the NetworkPolicies of spec.networkPolicy; both empty, there is none.
+	operatorNamespace string
+	operatorPodLabels map[string]string
 	// warnings are said at start: settings accepted from KubeRay that kray does not act on.
 	warnings []string
+}
+
+// operatorPeer is who the operator's pods are as a NetworkPolicy peer, nil when the flags do not say.
+func (o options) operatorPeer() *networkingv1.NetworkPolicyPeer {
+	if o.operatorNamespace == "" {
+		return nil
+	}
+	return &networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: o.operatorNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: o.operatorPodLabels},
+	}
 }
 
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (options, zap.Options, error) {
@@ -122,6 +142,12 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 		}
 		return nil
 	})
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", "", "the namespace of the operator's pods: with --operator-pod-labels, the head NetworkPolicy of a RayCluster's spec.networkPolicy lets them in on the ports the operator calls (GCS, dashboard, Serve health check); empty adds no such rule")
+	fs.Func("operator-pod-labels", "comma-separated key=value labels of the operator's pods (see --operator-namespace)", func(v string) error {
+		m, err := labels.ConvertSelectorToLabelsMap(v)
+		o.operatorPodLabels = m
+		return err
+	})
 	fs.Var(features.Flag{Gate: o.gates}, "feature-gates", "comma-separated Name=true|false pairs; known gates and defaults: "+features.Known())
 	kubeRay := bindKubeRayFlags(fs, &o)
 	zopts := zap.Options{}
@@ -159,6 +185,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	}
 	if o.jobGrace < time.Second {
 		return o, zopts, fmt.Errorf("--rayjob-deployment-status-transition-grace-period must be at least 1s, got %s", o.jobGrace)
+	}
+	if len(o.operatorPodLabels) > 0 && o.operatorNamespace == "" {
+		return o, zopts, errors.New("--operator-pod-labels needs --operator-namespace")
 	}
 	return o, zopts, nil
 }
@@ -250,7 +279,7 @@ func run(o options) error {
 		Events:    shared.Events{Recorder: mgr.GetEventRecorderFor(constants.ControllerName)},
 		Options: builder.Options{ClusterDomain: o.clusterDomain, Version: version,
 			NoInitContainerInjection: !o.initInjection, NoProbesInjection: !o.probes, LoginShell: o.loginShell, HeadClusterIPService: o.headClusterIP,
-			PodDefaults: o.podDefaults, IngressAnnotationPrefixes: o.ingressPrefixes},
+			PodDefaults: o.podDefaults, IngressAnnotationPrefixes: o.ingressPrefixes, OperatorPeer: o.operatorPeer()},
 		ResyncPeriod: o.resync,
 		Ray:          &ray.GRPCDialer{},
 
@@ -258,6 +287,7 @@ func run(o options) error {
 		DisableRedisCleanup: !o.redisCleanup,
 		BatchScheduler:      o.batchScheduler,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
+		NetworkPolicies:     o.gates.Enabled(features.RayClusterNetworkPolicy),
 		Validation:          validation.ClusterOptions{Gates: o.gates, BatchScheduler: o.batchScheduler},
 	}
 	if err := raycluster.PodGroupsServed(mgr.GetRESTMapper(), o.batchScheduler); err != nil {

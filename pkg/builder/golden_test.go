@@ -96,6 +96,9 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	if svc := builder.ServeService(rc); svc != nil {
 		objs = append(objs, svc)
 	}
+	for _, np := range builder.NetworkPolicies(rc, opts) {
+		objs = append(objs, np)
+	}
 	if spec.FTRedis(rc) {
 		objs = append(objs, builder.RedisCleanupJob(rc, opts))
 	}

@@ -7,6 +7,7 @@ package builder
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/kray-project/kray/pkg/batchscheduler"
 	"github.com/kray-project/kray/pkg/constants"
@@ -43,6 +44,9 @@ type Options struct {
 	// IngressAnnotationPrefixes are the prefixes of the RayCluster annotations copied onto the head Ingress
 	// (IngressAnnotationCopied); nil is DefaultIngressAnnotationPrefixes.
 	IngressAnnotationPrefixes []string
+	// OperatorPeer, when set, is who the operator's pods are: the head's NetworkPolicy lets them in on the
+	// ports the operator calls (OperatorPorts).
+	OperatorPeer *networkingv1.NetworkPolicyPeer
 }
 
 // PodDefaults are platform-wide additions to Ray pods. A label, annotation or env var the pod already has,

@@ -203,10 +203,12 @@ func headRecreateHash(rc *rayv1.RayCluster) string {
 
 // RecreateHash is KubeRay's ray.io/upgrade-strategy-recreate-hash: base32hex of the SHA-1 of the spec's JSON
 // with the fields that must not restart pods muted (replicas, min/max, workersToDelete, every template's
-// tolerations and scheduling gates, and upgradeStrategy itself).
+// tolerations and scheduling gates, and upgradeStrategy itself). spec.networkPolicy is muted too, which
+// KubeRay v1.7 does not do: a NetworkPolicy applies to running pods, so a change of it alone restarts none.
 func RecreateHash(rc *rayv1.RayCluster) string {
 	muted := rc.Spec.DeepCopy()
 	muted.UpgradeStrategy = nil
+	muted.NetworkPolicy = nil
 	muted.HeadGroupSpec.Template.Spec.Tolerations = nil
 	muted.HeadGroupSpec.Template.Spec.SchedulingGates = nil
 	for i := range muted.WorkerGroupSpecs {

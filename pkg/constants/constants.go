@@ -248,6 +248,8 @@ const (
 	LabelOriginatedFromCRName = "ray.io/originated-from-cr-name"
 	// OriginatedFromRayJob is the ray.io/originated-from-crd value of objects created for a RayJob.
 	OriginatedFromRayJob = "RayJob"
+	// LabelJobSubmissionMode is the submissionMode of the RayJob a RayCluster was created for.
+	LabelJobSubmissionMode = "ray.io/job-submission-mode"
 	// FinalizerRayJob holds a deleted RayJob until its Ray job was asked to stop.
 	FinalizerRayJob = "ray.io/rayjob-finalizer"
 	// FinalizerRayService is KubeRay v1.7's: it holds a deleted RayService until its RayClusters are gone.

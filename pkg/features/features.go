@@ -33,9 +33,9 @@ const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
 // The other gates of KubeRay v1.7, accepted by name with KubeRay's defaults so that KubeRay's operator
 // arguments start kray. RayServiceIncrementalUpgrade turns the RayService upgrade type
 // NewClusterWithIncrementalUpgrade on (off, it acts as None); RayClusterStatusConditions names a feature
-// kray always has, and
-// GCSFaultToleranceEmbeddedStorage one kray serves whatever the gate says (KubeRay refuses the RocksDB
-// backend while it is off); the rest name features kray does not implement yet (see Warnings).
+// kray always has; RayClusterNetworkPolicy serves spec.networkPolicy and GCSFaultToleranceEmbeddedStorage the
+// RocksDB GCS fault tolerance backend, each refused while its gate is off, as KubeRay does; the rest name
+// features kray does not implement yet (see Warnings).
 const (
 	RayClusterStatusConditions       featuregate.Feature = "RayClusterStatusConditions"
 	RayServiceIncrementalUpgrade     featuregate.Feature = "RayServiceIncrementalUpgrade"
@@ -66,7 +66,6 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 // ask for: such an object is refused, whatever the gate says.
 var notImplemented = map[featuregate.Feature]string{
 	SidecarSubmitterRestart: "restarting a SidecarMode submitter container",
-	RayClusterNetworkPolicy: "spec.networkPolicy",
 	RayClusterMTLS:          "spec.tlsOptions",
 	RayClusterHistoryServer: "spec.historyServerOptions",
 	KubernetesWAS:           "scheduling through the Kubernetes Workload API",

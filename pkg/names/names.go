@@ -101,3 +101,15 @@ func WorkerRestart(pod, run string) string {
 	sum := sha256.Sum256([]byte(run))
 	return Shorten(pod+"-restart-"+hex.EncodeToString(sum[:])[:hashLen], MaxObjectName)
 }
+
+// HeadNetworkPolicy is the NetworkPolicy of the head pod, "<cluster>-head" (KubeRay's name; a NetworkPolicy
+// name may be 253 characters long, so it is never shortened).
+func HeadNetworkPolicy(cluster string) string {
+	return cluster + "-head"
+}
+
+// WorkerNetworkPolicy is the NetworkPolicy of one worker group's pods, "<cluster>-workers-<group>"
+// (KubeRay's name, never shortened).
+func WorkerNetworkPolicy(cluster, group string) string {
+	return cluster + "-workers-" + group
+}

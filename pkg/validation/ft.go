@@ -18,7 +18,7 @@ import (
 
 // ftRules checks GCS fault tolerance as KubeRay does: one way to turn it on, no Redis settings outside
 // gcsFaultToleranceOptions once it is used, backend-specific fields, and never a Redis username by hand.
-func ftRules(rc *rayv1.RayCluster) error {
+func ftRules(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	o := rc.Spec.GcsFaultToleranceOptions
 	params := rc.Spec.HeadGroupSpec.RayStartParams
 	env := rc.Spec.HeadGroupSpec.Template.Spec.Containers[constants.RayContainerIndex].Env
@@ -42,7 +42,7 @@ func ftRules(rc *rayv1.RayCluster) error {
 		case rc.Annotations[constants.AnnotationExternalStorageNS] != "":
 			return fmt.Errorf("cannot set `ray.io/external-storage-namespace` annotation when GcsFaultToleranceOptions is enabled - use GcsFaultToleranceOptions.ExternalStorageNamespace instead")
 		}
-		if err := ftBackend(rc, has); err != nil {
+		if err := ftBackend(rc, opts, has); err != nil {
 			return err
 		}
 	}
@@ -52,9 +52,9 @@ func ftRules(rc *rayv1.RayCluster) error {
 	return nil
 }
 
-// ftBackend checks the fields that only one backend may set. kray runs the RocksDB backend without
-// KubeRay's alpha feature gate.
-func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
+// ftBackend checks the fields that only one backend may set, and that the RocksDB backend is asked for
+// only under KubeRay's GCSFaultToleranceEmbeddedStorage gate.
+func ftBackend(rc *rayv1.RayCluster, opts ClusterOptions, has func(string) bool) error {
 	o := rc.Spec.GcsFaultToleranceOptions
 	if !spec.FTEmbedded(rc) {
 		if o.Storage != nil {
@@ -63,6 +63,8 @@ func ftBackend(rc *rayv1.RayCluster, has func(string) bool) error {
 		return nil
 	}
 	switch {
+	case !opts.on(features.GCSFaultToleranceEmbeddedStorage):
+		return fmt.Errorf("the embedded RocksDB GCS fault tolerance backend (GcsFaultToleranceOptions.Backend: 'rocksdb') requires the %s feature gate to be enabled", features.GCSFaultToleranceEmbeddedStorage)
 	case o.RedisAddress != "":
 		return fmt.Errorf("cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'")
 	case o.RedisUsername != nil:
@@ -129,7 +131,6 @@ func unsupportedRules(rc *rayv1.RayCluster, opts ClusterOptions) error {
 		gate  featuregate.Feature
 		off   string
 	}{
-		{rc.Spec.NetworkPolicy != nil, "spec.networkPolicy", features.RayClusterNetworkPolicy, "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled"},
 		{rc.Spec.TLSOptions != nil, "spec.tlsOptions", features.RayClusterMTLS, "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"},
 		{rc.Spec.HistoryServerOptions != nil, "spec.historyServerOptions", features.RayClusterHistoryServer, "RayClusterHistoryServer feature gate is not enabled"},
 	} {

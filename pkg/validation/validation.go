@@ -109,7 +109,7 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 			return err
 		}
 	}
-	if err := ftRules(rc); err != nil {
+	if err := ftRules(rc, opts); err != nil {
 		return err
 	}
 	if err := batchSchedulerLabels(rc, opts.BatchScheduler); err != nil {
@@ -129,6 +129,9 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	}
 	if rc.Spec.HeadGroupSpec.ServiceType == corev1.ServiceTypeExternalName {
 		return errors.New("headGroupSpec.serviceType ExternalName is not allowed: the head Service must lead to the head pod")
+	}
+	if err := networkPolicyRules(rc, opts); err != nil {
+		return err
 	}
 	return unsupportedRules(rc, opts)
 }

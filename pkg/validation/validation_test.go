@@ -1,10 +1,12 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -121,9 +123,9 @@ func TestSpec(t *testing.T) {
 			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
 			rc.Spec.HeadGroupSpec.RayStartParams = map[string]string{"redis-password": "x"}
 		}), "cannot set `redis-password` in rayStartParams"},
-		{"rocksdb with redis address", cluster(func(rc *rayv1.RayCluster) {
-			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{Backend: rayv1.GcsFTBackendRocksDB, RedisAddress: "redis:6379"}
-		}), "cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'"},
+		{"rocksdb with the gate off", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{Backend: rayv1.GcsFTBackendRocksDB}
+		}), "the embedded RocksDB GCS fault tolerance backend (GcsFaultToleranceOptions.Backend: 'rocksdb') requires the GCSFaultToleranceEmbeddedStorage feature gate to be enabled"},
 		{"redis with storage", cluster(func(rc *rayv1.RayCluster) {
 			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379", Storage: &rayv1.GcsEmbeddedStorage{}}
 		}), "cannot set GcsFaultToleranceOptions.Storage when backend is 'redis'"},
@@ -196,7 +198,7 @@ func TestMetadata(t *testing.T) {
 // while it is on: never accepted and ignored.
 func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 	gates := features.New()
-	if err := (features.Flag{Gate: gates}).Set("RayClusterNetworkPolicy=true,RayClusterMTLS=true,RayClusterHistoryServer=true"); err != nil {
+	if err := (features.Flag{Gate: gates}).Set("RayClusterMTLS=true,RayClusterHistoryServer=true"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -204,9 +206,6 @@ func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 		rc      *rayv1.RayCluster
 		off, on string
 	}{
-		{"network policy", cluster(func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }),
-			"spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled",
-			"spec.networkPolicy is not implemented by kray yet (the RayClusterNetworkPolicy feature gate is on, but kray has no such feature)"},
 		{"mTLS", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{} }),
 			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
 			"spec.tlsOptions is not implemented by kray yet (the RayClusterMTLS feature gate is on, but kray has no such feature)"},
@@ -220,5 +219,95 @@ func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 		if err := SpecWith(tc.rc, ClusterOptions{Gates: gates}); err == nil || err.Error() != tc.on {
 			t.Errorf("%s, gate on: %v, want %q", tc.name, err, tc.on)
 		}
+	}
+}
+
+// spec.networkPolicy as KubeRay v1.7 checks it, in its words: refused while the gate is off; under the gate,
+// rules only for a direction the mode restricts, group names that fit in a policy's name, and an entry of
+// workerGroups only for a group that exists.
+func TestNetworkPolicy(t *testing.T) {
+	on := features.New()
+	if err := (features.Flag{Gate: on}).Set("RayClusterNetworkPolicy=true"); err != nil {
+		t.Fatal(err)
+	}
+	ingress := []networkingv1.NetworkPolicyIngressRule{{}}
+	egress := []networkingv1.NetworkPolicyEgressRule{{}}
+	np := func(mode rayv1.NetworkPolicyMode, mutate func(*rayv1.NetworkPolicyConfig)) *rayv1.RayCluster {
+		return cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].GroupName = "small-group"
+			rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{Mode: &mode}
+			mutate(rc.Spec.NetworkPolicy)
+		})
+	}
+	group := rayv1.WorkerGroupNetworkPolicyRules{GroupName: "small-group"}
+	for _, tc := range []struct {
+		name string
+		rc   *rayv1.RayCluster
+		want string
+	}{
+		{"every rule under DenyAll", np(rayv1.NetworkPolicyDenyAll, func(c *rayv1.NetworkPolicyConfig) {
+			c.Head = &rayv1.NetworkPolicyRules{IngressRules: ingress, EgressRules: egress}
+			c.Worker = &rayv1.NetworkPolicyRules{IngressRules: ingress, EgressRules: egress}
+			g := group
+			g.IngressRules, g.EgressRules = ingress, egress
+			c.WorkerGroups = []rayv1.WorkerGroupNetworkPolicyRules{g}
+		}), ""},
+		{"the mode alone", np(rayv1.NetworkPolicyDenyAllIngress, func(*rayv1.NetworkPolicyConfig) {}), ""},
+		{"head ingress rules under DenyAllEgress", np(rayv1.NetworkPolicyDenyAllEgress, func(c *rayv1.NetworkPolicyConfig) {
+			c.Head = &rayv1.NetworkPolicyRules{IngressRules: ingress}
+		}), `networkPolicy.head.ingressRules cannot be set when mode is "DenyAllEgress" (ingress is not restricted)`},
+		{"head egress rules under DenyAllIngress", np(rayv1.NetworkPolicyDenyAllIngress, func(c *rayv1.NetworkPolicyConfig) {
+			c.Head = &rayv1.NetworkPolicyRules{EgressRules: egress}
+		}), `networkPolicy.head.egressRules cannot be set when mode is "DenyAllIngress" (egress is not restricted)`},
+		{"worker ingress rules under DenyAllEgress", np(rayv1.NetworkPolicyDenyAllEgress, func(c *rayv1.NetworkPolicyConfig) {
+			c.Worker = &rayv1.NetworkPolicyRules{IngressRules: ingress}
+		}), `networkPolicy.worker.ingressRules cannot be set when mode is "DenyAllEgress" (ingress is not restricted)`},
+		{"worker egress rules under DenyAllIngress", np(rayv1.NetworkPolicyDenyAllIngress, func(c *rayv1.NetworkPolicyConfig) {
+			c.Worker = &rayv1.NetworkPolicyRules{EgressRules: egress}
+		}), `networkPolicy.worker.egressRules cannot be set when mode is "DenyAllIngress" (egress is not restricted)`},
+		{"a group's egress rules under DenyAllIngress", np(rayv1.NetworkPolicyDenyAllIngress, func(c *rayv1.NetworkPolicyConfig) {
+			g := group
+			g.EgressRules = egress
+			c.WorkerGroups = []rayv1.WorkerGroupNetworkPolicyRules{g}
+		}), `networkPolicy.workerGroups["small-group"].egressRules cannot be set when mode is "DenyAllIngress" (egress is not restricted)`},
+		{"an entry for no group", np(rayv1.NetworkPolicyDenyAll, func(c *rayv1.NetworkPolicyConfig) {
+			c.WorkerGroups = []rayv1.WorkerGroupNetworkPolicyRules{{GroupName: "samll-group"}}
+		}), `networkPolicy.workerGroups["samll-group"] does not match any group name in workerGroupSpecs`},
+		{"a group name that is no DNS label", cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{}
+			rc.Spec.WorkerGroupSpecs[0].GroupName = "GPU-Group"
+		}), `worker group name "GPU-Group" must be a valid DNS1123 label when networkPolicy is enabled (it is embedded in the NetworkPolicy name): ` +
+			`a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := SpecWith(tc.rc, ClusterOptions{Gates: on})
+			if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if err := Spec(tc.rc); err == nil || err.Error() != "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate to be enabled" {
+				t.Fatalf("gate off: %v", err)
+			}
+		})
+	}
+}
+
+// The RocksDB backend is served under KubeRay's GCSFaultToleranceEmbeddedStorage gate, with its own rules.
+func TestRocksDBUnderItsGate(t *testing.T) {
+	on := features.New()
+	if err := (features.Flag{Gate: on}).Set("GCSFaultToleranceEmbeddedStorage=true"); err != nil {
+		t.Fatal(err)
+	}
+	rocksdb := func(o rayv1.GcsFaultToleranceOptions) *rayv1.RayCluster {
+		return cluster(func(rc *rayv1.RayCluster) {
+			o.Backend = rayv1.GcsFTBackendRocksDB
+			rc.Spec.GcsFaultToleranceOptions = &o
+		})
+	}
+	if err := SpecWith(rocksdb(rayv1.GcsFaultToleranceOptions{}), ClusterOptions{Gates: on}); err != nil {
+		t.Errorf("rocksdb under its gate: %v", err)
+	}
+	err := SpecWith(rocksdb(rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}), ClusterOptions{Gates: on})
+	if err == nil || err.Error() != "cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'" {
+		t.Errorf("rocksdb with a Redis address: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -91,7 +92,13 @@ var reportedByController = []badInput{
 		rc.Spec.RayVersion = "2.46.0"
 		rc.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 	}, "authOptions.mode is 'token' but minimum Ray version is 2.52.0, got 2.46.0"},
-	{"network policy (not implemented)", func(rc *rayv1.RayCluster) { rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{} }, "spec.networkPolicy requires the RayClusterNetworkPolicy feature gate"},
+	{"network policy ingress rules where ingress is not restricted", func(rc *rayv1.RayCluster) {
+		rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{Mode: ptr.To(rayv1.NetworkPolicyDenyAllEgress),
+			Head: &rayv1.NetworkPolicyRules{IngressRules: []networkingv1.NetworkPolicyIngressRule{{}}}}
+	}, `networkPolicy.head.ingressRules cannot be set when mode is "DenyAllEgress" (ingress is not restricted)`},
+	{"network policy rules for a group that does not exist", func(rc *rayv1.RayCluster) {
+		rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{WorkerGroups: []rayv1.WorkerGroupNetworkPolicyRules{{GroupName: "nosuchgroup"}}}
+	}, `networkPolicy.workerGroups["nosuchgroup"] does not match any group name in workerGroupSpecs`},
 	{"idleTimeoutSeconds without autoscaler v2", func(rc *rayv1.RayCluster) { group(rc).IdleTimeoutSeconds = ptr.To[int32](30) }, "idleTimeoutSeconds is set, but autoscaler v2 is not enabled"},
 	{"resources in rayStartParams and in the group", func(rc *rayv1.RayCluster) {
 		group(rc).RayStartParams = map[string]string{"num-cpus": "1"}

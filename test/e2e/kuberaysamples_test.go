@@ -34,7 +34,6 @@ var rayClusterSamplesNotReadyHere = map[string]string{
 	"ray-cluster.persistent-redis.yaml":         "a storage provisioner for its PersistentVolumeClaim",
 	"ray-cluster.persistent-redis-sidecar.yaml": "a storage provisioner for its PersistentVolumeClaim",
 	"ray-cluster.mtls.yaml":                     "the RayClusterMTLS gate (refused: ValidationFailed)",
-	"ray-cluster.network-policy-deny-all.yaml":  "the RayClusterNetworkPolicy gate (refused: ValidationFailed)",
 	"ray-cluster.historyserver.yaml":            "the RayClusterHistoryServer gate (refused: ValidationFailed)",
 }
 

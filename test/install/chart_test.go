@@ -105,9 +105,11 @@ func TestChartRender(t *testing.T) {
 		"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 		"Service", "Deployment",
 	}
+	operatorNS, operatorLabels := "--operator-namespace=kray-system",
+		"--operator-pod-labels=app.kubernetes.io/name=kray,app.kubernetes.io/instance=kray,app.kubernetes.io/component=operator"
 	defaultArgs := []string{
 		"--leader-elect", "--leader-election-namespace=kray-system", "--metrics-bind-address=:8443",
-		"--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
+		"--metrics-secure=true", "--health-probe-bind-address=:8081", operatorNS, operatorLabels, "--max-concurrent-reconciles=4",
 		"--rayjob-max-concurrent-reconciles=4", "--rayservice-max-concurrent-reconciles=4", "--kube-api-qps=50",
 		"--kube-api-burst=100", "--zap-log-level=info", "--zap-encoder=json",
 	}
@@ -151,7 +153,8 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			kinds: base,
 			args: []string{
 				"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=:9090",
-				"--metrics-secure=true", "--health-probe-bind-address=:9440", "--max-concurrent-reconciles=16",
+				"--metrics-secure=true", "--health-probe-bind-address=:9440", "--operator-namespace=ops",
+				"--operator-pod-labels=app.kubernetes.io/name=kray,app.kubernetes.io/instance=ray-ops,app.kubernetes.io/component=operator", "--max-concurrent-reconciles=16",
 				"--rayjob-max-concurrent-reconciles=2", "--delete-rayjob-cr-after-job-finishes=true", "--rayjob-deployment-status-transition-grace-period=600s",
 				"--rayservice-max-concurrent-reconciles=3", "--enable-zero-downtime=false", "--kube-api-qps=200.5",
 				"--kube-api-burst=4000000", "--watch-namespaces=team-a,team-b", "--cluster-domain=corp.internal",
@@ -191,7 +194,7 @@ resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {cpu: "2", memory: 2Gi}}
 			values: `{leaderElection: {enabled: false}, metrics: {enabled: false}}`,
 			kinds:  []string{"CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			args: []string{
-				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", "--max-concurrent-reconciles=4",
+				"--metrics-bind-address=0", "--health-probe-bind-address=:8081", operatorNS, operatorLabels, "--max-concurrent-reconciles=4",
 				"--rayjob-max-concurrent-reconciles=4", "--rayservice-max-concurrent-reconciles=4",
 				"--kube-api-qps=50", "--kube-api-burst=100", "--zap-log-level=info", "--zap-encoder=json",
 			},

@@ -92,7 +92,8 @@ func container(t *testing.T, d *appsv1.Deployment) corev1.Container {
 }
 
 // operatorFlags returns the names of every flag kray-operator accepts: the ones cmd/kray-operator defines
-// on its FlagSet (read from its source, so this test needs no binary), zap's and controller-runtime's.
+// on its FlagSet with a *Var or Func call (read from its source, so this test needs no binary), zap's and
+// controller-runtime's.
 func operatorFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	flags := map[string]bool{}
@@ -120,10 +121,14 @@ func operatorFlags(t *testing.T) map[string]bool {
 				return true
 			}
 			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || !strings.HasSuffix(sel.Sel.Name, "Var") {
+			if !ok || (!strings.HasSuffix(sel.Sel.Name, "Var") && sel.Sel.Name != "Func") {
 				return true
 			}
-			if lit, ok := call.Args[1].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			name := call.Args[1] // fs.XxxVar(&v, name, ...)
+			if sel.Sel.Name == "Func" {
+				name = call.Args[0] // fs.Func(name, usage, fn)
+			}
+			if lit, ok := name.(*ast.BasicLit); ok && lit.Kind == token.STRING {
 				if name, err := strconv.Unquote(lit.Value); err == nil {
 					flags[name] = true
 				}

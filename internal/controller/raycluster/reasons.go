@@ -54,4 +54,13 @@ const (
 	EventFailedToReleaseDrainHook      = "FailedToReleaseDrainHook"
 	EventRestartedWorker               = "RestartedWorker"
 	EventFailedToRestartWorker         = "FailedToRestartWorker"
+
+	// KubeRay v1.7's NetworkPolicy reasons.
+	EventCreatedNetworkPolicy        = "CreatedNetworkPolicy"
+	EventUpdatedNetworkPolicy        = "UpdatedNetworkPolicy"
+	EventDeletedNetworkPolicy        = "DeletedNetworkPolicy"
+	EventFailedToCreateNetworkPolicy = "FailedToCreateNetworkPolicy"
+	EventFailedToUpdateNetworkPolicy = "FailedToUpdateNetworkPolicy"
+	EventFailedToDeleteNetworkPolicy = "FailedToDeleteNetworkPolicy"
+	EventNetworkPolicyNameCollision  = "NetworkPolicyNameCollision"
 )

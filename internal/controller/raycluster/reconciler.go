@@ -65,6 +65,10 @@ type Reconciler struct {
 	// BatchScheduler is the batch scheduler new clusters' pods go to (KubeRay's --batch-scheduler), "" for
 	// Kubernetes' default scheduler. A cluster keeps the scheduling its workloads were created with.
 	BatchScheduler string
+	// NetworkPolicies serves spec.networkPolicy (KubeRay's RayClusterNetworkPolicy gate): the network-policies
+	// phase runs and the NetworkPolicies the RayClusters control are watched. Off, neither happens, and
+	// validation refuses the field.
+	NetworkPolicies bool
 
 	// createdSecrets remembers, by RayCluster, the auth Secret known to exist ("<cluster UID>/<Secret name>"):
 	// kray does not watch Secrets. A deleted RayCluster's entry goes with it.
@@ -92,6 +96,7 @@ const (
 	phaseHeadService      = "head-service"
 	phaseHeadlessService  = "headless-worker-service"
 	phaseServeService     = "serve-service"
+	phaseNetworkPolicies  = "network-policies"
 	phaseReplicaLabels    = "replica-labels"
 	phaseWorkerDrain      = "worker-drain"
 	phaseWorkerMembership = "worker-membership"
@@ -116,7 +121,10 @@ func (r *Reconciler) phases() []phase {
 	pre := []string{phasePreflight}
 	headNeeds := []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}
 	workerNeeds := []string{phasePreflight, phaseAuthSecret}
-	var podGroup []phase
+	var podGroup, networkPolicies []phase
+	if r.NetworkPolicies {
+		networkPolicies = []phase{{name: phaseNetworkPolicies, run: r.reconcileNetworkPolicies, needs: pre, creates: true}}
+	}
 	if batchscheduler.UsesPodGroups(r.BatchScheduler) {
 		// A gang's PodGroup exists before any of its pods: a pod naming a missing PodGroup is refused at Permit.
 		podGroup = []phase{{name: phasePodGroup, run: r.reconcilePodGroup, needs: pre, creates: true}}
@@ -128,7 +136,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre, creates: true},
 		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
 		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
-	}, podGroup...), []phase{
+	}, append(networkPolicies, podGroup...)...), []phase{
 		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: headNeeds},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: workerNeeds, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},

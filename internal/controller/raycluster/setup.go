@@ -45,6 +45,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
@@ -182,6 +183,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 	if obj := batchscheduler.EmptyPodGroup(r.BatchScheduler); obj != nil {
 		// A PodGroup someone changed or deleted is put back.
 		b = b.Owns(obj)
+	}
+	if r.NetworkPolicies {
+		// A NetworkPolicy someone changed or deleted is put back.
+		b = b.Owns(&networkingv1.NetworkPolicy{})
 	}
 	return b.
 		Named("raycluster").

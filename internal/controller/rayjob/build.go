@@ -51,6 +51,11 @@ func Cluster(job *rayv1.RayJob, name string) *rayv1.RayCluster {
 	for k, v := range originLabels(job) {
 		labels[k] = v
 	}
+	mode := job.Spec.SubmissionMode
+	if mode == "" {
+		mode = rayv1.K8sJobMode
+	}
+	labels[constants.LabelJobSubmissionMode] = string(mode)
 	var annotations map[string]string
 	if len(job.Annotations) > 0 {
 		annotations = map[string]string{}
@@ -306,6 +311,14 @@ func SubmitterJob(job *rayv1.RayJob, rc *rayv1.RayCluster, address, head string,
 		corev1.EnvVar{Name: EnvRayJobSubmissionID, Value: job.Status.JobId},
 	)
 	builder.ClientAuth(rc, &tmpl)
+	// The submitter pod carries its RayJob's origin labels, which the head's NetworkPolicy lets in.
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	for k, v := range originLabels(job) {
+		tmpl.Labels[k] = v
+	}
+	tmpl.Labels[constants.LabelCreatedBy] = constants.CreatedByValue
 	// Under a batch scheduler the submitter goes to it too, in its cluster's group as KubeRay puts it there
 	// (batchscheduler.Scheduling.Submitter).
 	batchscheduler.Decide(rc, opts.Scheduling.Scheduler).Submitter().ApplyPod(&tmpl, rc, batchscheduler.GroupSubmitter)

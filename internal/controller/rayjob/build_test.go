@@ -91,6 +91,12 @@ func TestSubmitterJob(t *testing.T) {
 	if sub.Spec.Template.Spec.SchedulerName != "" {
 		t.Errorf("schedulerName %q without a batch scheduler", sub.Spec.Template.Spec.SchedulerName)
 	}
+	// KubeRay v1.7's: the labels a cluster's head NetworkPolicy lets in on the dashboard port.
+	wantPodLabels := map[string]string{constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob",
+		constants.LabelCreatedBy: constants.CreatedByValue}
+	if diff := cmp.Diff(wantPodLabels, sub.Spec.Template.Labels); diff != "" {
+		t.Errorf("submitter pod labels (-want +got):\n%s", diff)
+	}
 
 	t.Run("under scheduler-plugins: its scheduler, not a gang member", func(t *testing.T) {
 		ganged := newJob(inState(rayv1.JobDeploymentStatusInitializing), func(j *rayv1.RayJob) {

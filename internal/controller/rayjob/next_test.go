@@ -147,7 +147,8 @@ func TestInitializing(t *testing.T) {
 		if rc.Name != "train-abcde" || rc.Namespace != "ns" || !ownCluster(job, rc) {
 			t.Errorf("cluster %s/%s owned=%t", rc.Namespace, rc.Name, ownCluster(job, rc))
 		}
-		wantLabels := map[string]string{"team": "a", constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob"}
+		wantLabels := map[string]string{"team": "a", constants.LabelOriginatedFromCRName: "train", constants.LabelOriginatedFromCRD: "RayJob",
+			constants.LabelJobSubmissionMode: string(rayv1.K8sJobMode)}
 		if diff := cmp.Diff(wantLabels, rc.Labels); diff != "" {
 			t.Errorf("labels (-want +got):\n%s", diff)
 		}
