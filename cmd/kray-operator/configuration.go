@@ -82,7 +82,7 @@ func applyConfiguration(path string, fs *flag.FlagSet, set map[string]bool, o *o
 		o.batchScheduler = name
 	}
 	if c.UseKubernetesProxy {
-		refuse("useKubernetesProxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address")
+		o.kubernetesProxy = true
 	}
 	if c.Sets("logStdoutEncoder") {
 		if err := fs.Set("zap-encoder", c.LogStdoutEncoder); err != nil {

@@ -79,7 +79,6 @@ func TestConfigurationFileRefusals(t *testing.T) {
 		{"an unknown field", "reconcileConcurency: 2\n", nil, `unknown field "reconcileConcurency"`},
 		{"a log file", "logFile: /var/log/kuberay.log\n", nil, "logFile: kray logs to stderr only"},
 		{"an unknown batch scheduler", "batchScheduler: default\n", nil, "scheduler is not supported, name=default"},
-		{"the API server proxy", "useKubernetesProxy: true\n", nil, "useKubernetesProxy"},
 		{"a bad encoder", "logStdoutEncoder: xml\n", nil, "logStdoutEncoder"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,5 +118,13 @@ func TestConfigurationFileKeepsKraysOwnFlags(t *testing.T) {
 	}
 	if len(o.warnings) != 1 || !strings.Contains(o.warnings[0], "enableMetrics is false") {
 		t.Errorf("warnings %q", o.warnings)
+	}
+}
+
+// useKubernetesProxy sets what --use-kubernetes-proxy sets.
+func TestConfigurationFileKubernetesProxy(t *testing.T) {
+	o, err := parse(t, nil, "--config", writeConfig(t, "useKubernetesProxy: true\n"))
+	if err != nil || !o.kubernetesProxy {
+		t.Errorf("useKubernetesProxy: %t, %v", o.kubernetesProxy, err)
 	}
 }

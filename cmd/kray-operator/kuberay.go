@@ -109,7 +109,6 @@ type kubeRayFlags struct {
 	config           string
 	batchScheduler   string
 	enableBatch      bool
-	kubernetesProxy  bool
 	forcedUpgrade    bool
 }
 
@@ -130,7 +129,7 @@ func bindKubeRayFlags(fs *flag.FlagSet, o *options) *kubeRayFlags {
 	fs.StringVar(&k.config, "config", "", "KubeRay's operator Configuration file (config.ray.io/v1alpha1): a field it sets may not also be given as a flag; a field it leaves out keeps its flag, else takes KubeRay's default")
 	fs.StringVar(&k.batchScheduler, "batch-scheduler", "", "KubeRay's batch scheduler of Ray pods: scheduler-plugins (coscheduling), volcano, yunikorn or kai-scheduler")
 	fs.BoolVar(&k.enableBatch, "enable-batch-scheduler", false, "KubeRay's deprecated switch for --batch-scheduler=volcano")
-	fs.BoolVar(&k.kubernetesProxy, "use-kubernetes-proxy", false, "KubeRay's API server proxy for Ray calls: not supported (see --ray-dashboard-address)")
+	fs.BoolVar(&o.kubernetesProxy, "use-kubernetes-proxy", false, "call Ray's dashboard and Serve proxies through the API server's services/proxy and pods/proxy subresources, as KubeRay does (for NetworkPolicies that keep the operator out, or an operator outside the pod network); GCS calls (drains) still go to the head Service or --ray-gcs-address")
 	fs.BoolVar(&k.forcedUpgrade, "forced-cluster-upgrade", false, "deprecated in KubeRay, where it does nothing; accepted")
 	return k
 }
@@ -185,7 +184,6 @@ func (k *kubeRayFlags) apply(fs *flag.FlagSet, o *options) ([]string, error) {
 		flag string
 		why  string
 	}{
-		{k.kubernetesProxy, "--use-kubernetes-proxy", "kray calls Ray directly or through --ray-dashboard-address, --ray-serve-probe-address and --ray-gcs-address"},
 		{k.logFilePath != "", "--log-file-path", "kray logs to stderr only"},
 	} {
 		if r.on {

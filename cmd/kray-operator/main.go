@@ -68,15 +68,18 @@ type options struct {
 	rayGCSAddress string
 	rayDashboard  string
 	serveProbe    string
-	serviceWorker int
-	zeroDowntime  bool
-	redisCleanup  bool
-	initInjection bool
-	probes        bool
-	loginShell    bool
-	headClusterIP bool
-	resync        time.Duration
-	gates         featuregate.MutableFeatureGate
+	// kubernetesProxy calls dashboards and Serve proxies through the API server (KubeRay's
+	// --use-kubernetes-proxy).
+	kubernetesProxy bool
+	serviceWorker   int
+	zeroDowntime    bool
+	redisCleanup    bool
+	initInjection   bool
+	probes          bool
+	loginShell      bool
+	headClusterIP   bool
+	resync          time.Duration
+	gates           featuregate.MutableFeatureGate
 	// batchScheduler is the batch scheduler of Ray pods (--batch-scheduler), "" for the default scheduler.
 	batchScheduler string
 	// podDefaults are what a Configuration file adds to every Ray pod.
@@ -185,6 +188,9 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	}
 	if o.jobGrace < time.Second {
 		return o, zopts, fmt.Errorf("--rayjob-deployment-status-transition-grace-period must be at least 1s, got %s", o.jobGrace)
+	}
+	if o.kubernetesProxy && (o.rayDashboard != "" || o.serveProbe != "") {
+		return o, zopts, errors.New("--use-kubernetes-proxy sets where the dashboard and Serve proxy calls go: it cannot be given with --ray-dashboard-address or --ray-serve-probe-address")
 	}
 	if len(o.operatorPodLabels) > 0 && o.operatorNamespace == "" {
 		return o, zopts, errors.New("--operator-pod-labels needs --operator-namespace")
@@ -300,6 +306,15 @@ func run(o options) error {
 	if err := r.SetupWithManager(mgr, setup); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}
+	// Ray's HTTP endpoints: called directly (or at the --ray-*-address flags), or through the API server.
+	dashboards, probeHTTP := dashboard.HTTPDialer{HTTP: &http.Client{}}, &http.Client{}
+	if o.kubernetesProxy {
+		var hc *http.Client
+		if o.rayDashboard, o.serveProbe, hc, err = kubernetesProxy(mgr.GetConfig()); err != nil {
+			return err
+		}
+		dashboards, probeHTTP = dashboard.HTTPDialer{HTTP: hc, Proxied: true}, hc
+	}
 	jobOptions := r.Options
 	jobOptions.Scheduling = batchscheduler.Scheduling{Scheduler: o.batchScheduler} // the submitter's
 	jobs := &rayjob.Reconciler{
@@ -307,7 +322,7 @@ func run(o options) error {
 		APIReader:         mgr.GetAPIReader(),
 		Writer:            shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Events:            shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayJobControllerName)},
-		Dashboards:        dashboard.HTTPDialer{HTTP: &http.Client{}},
+		Dashboards:        dashboards,
 		DashboardAddress:  o.rayDashboard,
 		Options:           jobOptions,
 		DeletionPolicy:    o.gates.Enabled(features.RayJobDeletionPolicy),
@@ -325,8 +340,8 @@ func run(o options) error {
 		APIReader:         mgr.GetAPIReader(),
 		Writer:            shared.ClientWriter(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		Events:            shared.Events{Recorder: mgr.GetEventRecorderFor(constants.RayServiceControllerName)},
-		Dashboards:        dashboard.HTTPDialer{HTTP: &http.Client{}},
-		ProbeHTTP:         &http.Client{},
+		Dashboards:        dashboards,
+		ProbeHTTP:         probeHTTP,
 		DashboardAddress:  o.rayDashboard,
 		ServeProbeAddress: o.serveProbe,
 		Options:           r.Options,

@@ -161,11 +161,14 @@ func TestKubeRayFlagNames(t *testing.T) {
 	if o, err := parse(t, nil); err != nil || o.leaderElect || !o.secureMetrics || o.metricsAddr != ":8443" {
 		t.Errorf("kray's defaults: leader election %t, secure %t, metrics %s, %v", o.leaderElect, o.secureMetrics, o.metricsAddr, err)
 	}
+	if o, err := parse(t, nil, "--use-kubernetes-proxy"); err != nil || !o.kubernetesProxy {
+		t.Errorf("--use-kubernetes-proxy: %t, %v", o.kubernetesProxy, err)
+	}
 	for args, want := range map[string]string{
-		"--config=/etc/kuberay/config.yaml": "read the Configuration file: open /etc/kuberay/config.yaml: no such file or directory",
-		"--use-kubernetes-proxy":            "--use-kubernetes-proxy",
-		"--log-file-path=/tmp/kuberay.log":  "kray logs to stderr only",
-		"--log-stdout-encoder=xml":          "--log-stdout-encoder",
+		"--config=/etc/kuberay/config.yaml":                                    "read the Configuration file: open /etc/kuberay/config.yaml: no such file or directory",
+		"--use-kubernetes-proxy --ray-dashboard-address=http://127.0.0.1:8265": "--use-kubernetes-proxy sets where the dashboard and Serve proxy calls go",
+		"--log-file-path=/tmp/kuberay.log":                                     "kray logs to stderr only",
+		"--log-stdout-encoder=xml":                                             "--log-stdout-encoder",
 	} {
 		if _, err := parse(t, nil, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error containing %q", args, err, want)

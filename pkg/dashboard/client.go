@@ -83,11 +83,25 @@ type Dialer interface {
 // HTTPDialer is the Dialer of real dashboards; its HTTP client is shared by every cluster.
 type HTTPDialer struct {
 	HTTP *http.Client
+	// Proxied says that the calls go through a proxy that authenticates with the Authorization header (the
+	// API server's service proxy): Ray's token then goes in X-Ray-Authorization, which Ray's dashboard reads
+	// when Authorization is absent.
+	Proxied bool
 }
+
+// Ray's dashboard reads its token from these headers, Authorization first.
+const (
+	headerAuthorization    = "Authorization"
+	headerRayAuthorization = "X-Ray-Authorization"
+)
 
 // Jobs returns a Client for baseURL.
 func (d HTTPDialer) Jobs(baseURL, token string) JobAPI {
-	return &Client{http: noRedirects(d.HTTP), base: strings.TrimSuffix(baseURL, "/"), token: token}
+	c := &Client{http: noRedirects(d.HTTP), base: strings.TrimSuffix(baseURL, "/"), token: token, tokenHeader: headerAuthorization}
+	if d.Proxied {
+		c.tokenHeader = headerRayAuthorization
+	}
+	return c
 }
 
 // noRedirects is hc (http.DefaultClient when nil) made never to follow a redirect: a head answers what its
@@ -107,6 +121,8 @@ type Client struct {
 	http  *http.Client
 	base  string
 	token string
+	// tokenHeader carries token, as "Bearer <token>".
+	tokenHeader string
 	// peer names what answers at base in errors; "Ray dashboard" when empty.
 	peer string
 }
@@ -230,7 +246,7 @@ func (c *Client) send(ctx context.Context, method, path string, payload []byte) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set(c.tokenHeader, "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -282,3 +282,18 @@ func TestErrorsRedactTheAddressPassword(t *testing.T) {
 		}
 	}
 }
+
+// Through the API server's service proxy, which authenticates kray with the Authorization header, Ray's
+// token goes in X-Ray-Authorization, and Authorization is left to the proxy.
+func TestProxiedTokenHeader(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(srv.Close)
+	_, _ = HTTPDialer{HTTP: srv.Client(), Proxied: true}.Jobs(srv.URL, "tok").GetJob(context.Background(), "j")
+	if got.Get("X-Ray-Authorization") != "Bearer tok" || got.Get("Authorization") != "" {
+		t.Errorf("X-Ray-Authorization %q, Authorization %q: want the token in the first only", got.Get("X-Ray-Authorization"), got.Get("Authorization"))
+	}
+}

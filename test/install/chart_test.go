@@ -297,6 +297,32 @@ configuration:
 			check:  lastRuleIsPodGroups("scheduling.x-k8s.io"),
 		},
 		{
+			name: "the API server proxy", rel: defaultRelease,
+			values: `useKubernetesProxy: true`,
+			kinds:  base,
+			args:   append(slices.Clone(defaultArgs[:len(defaultArgs)-2]), "--use-kubernetes-proxy", "--zap-log-level=info", "--zap-encoder=json"),
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				var role rbacv1.ClusterRole
+				for _, o := range objs {
+					if o.GetKind() == "ClusterRole" && o.GetName() == "kray" {
+						typed(t, o, &role)
+					}
+				}
+				proxies := map[string][]string{}
+				for _, r := range role.Rules {
+					for _, res := range r.Resources {
+						if strings.HasSuffix(res, "/proxy") {
+							proxies[res] = r.Verbs
+						}
+					}
+				}
+				want := map[string][]string{"services/proxy": {"create", "delete", "get", "update"}, "pods/proxy": {"get"}}
+				if diff := cmp.Diff(want, proxies); diff != "" {
+					t.Errorf("proxy rights (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
 			name: "volcano", rel: defaultRelease,
 			values: `batchScheduler: {name: volcano}`,
 			kinds:  base,

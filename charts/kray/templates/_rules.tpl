@@ -234,6 +234,25 @@ differ.
   - patch
   - watch
 {{- end }}
+{{- if .Values.useKubernetesProxy }}
+# Ray's dashboards (GET, POST, PUT, DELETE) and Serve proxies (GET) through the API server
+# (--use-kubernetes-proxy).
+- apiGroups:
+  - ""
+  resources:
+  - services/proxy
+  verbs:
+  - create
+  - delete
+  - get
+  - update
+- apiGroups:
+  - ""
+  resources:
+  - pods/proxy
+  verbs:
+  - get
+{{- end }}
 {{- if or .Values.batchScheduler.enabled (eq .Values.batchScheduler.name "volcano") }}
 # Every cluster's Volcano PodGroup (config/volcano in kustomize).
 - apiGroups:

@@ -50,8 +50,8 @@ type Reconciler struct {
 	// DashboardAddress, when set, replaces every cluster's dashboard address ({namespace} and {cluster}
 	// replaced by the cluster's), for an operator outside the cluster network.
 	DashboardAddress string
-	// ServeProbeAddress, when set, replaces http://<pod IP>:<serve port> of a head's Serve proxy ({namespace}
-	// and {pod} replaced by the pod's).
+	// ServeProbeAddress, when set, replaces http://<pod IP>:<serve port> of a head's Serve proxy ({namespace},
+	// {pod} and {port} replaced by the pod's and its serve port).
 	ServeProbeAddress string
 	Options           builder.Options
 	// ZeroDowntime is KubeRay's ENABLE_ZERO_DOWNTIME (see Observed).
@@ -332,10 +332,11 @@ func (r *Reconciler) serveAPI(ctx context.Context, rc *rayv1.RayCluster) (dashbo
 
 // probeAddress is the base URL of head's Serve proxy.
 func (r *Reconciler) probeAddress(head *corev1.Pod) string {
+	port := builder.ServePort(&head.Spec.Containers[constants.RayContainerIndex])
 	if r.ServeProbeAddress != "" {
-		return dashboard.Address(r.ServeProbeAddress, map[string]string{"namespace": head.Namespace, "pod": head.Name})
+		return dashboard.Address(r.ServeProbeAddress, map[string]string{"namespace": head.Namespace, "pod": head.Name, "port": fmt.Sprint(port)})
 	}
-	return fmt.Sprintf("http://%s:%d", head.Status.PodIP, builder.ServePort(&head.Spec.Containers[constants.RayContainerIndex]))
+	return fmt.Sprintf("http://%s:%d", head.Status.PodIP, port)
 }
 
 func (r *Reconciler) probeHTTP() *http.Client {
