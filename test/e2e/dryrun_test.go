@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/features"
 	"github.com/kray-project/kray/pkg/spec"
 	"github.com/kray-project/kray/pkg/validation"
 )
@@ -39,7 +41,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			}
 			rc.Namespace = ns
 			rc.UID = "00000000-0000-4000-8000-000000000000"
-			if err := validation.Spec(rc); err != nil {
+			if err := validation.SpecWith(rc, validation.ClusterOptions{Gates: servedGates(t)}); err != nil {
 				t.Fatalf("input is invalid: %v", err)
 			}
 			objs := []client.Object{builder.HeadService(rc, builder.Options{}), builder.HeadStatefulSet(rc, builder.Options{})}
@@ -49,6 +51,9 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			if spec.AutoscalingEnabled(rc) {
 				objs = append(objs, builder.AutoscalerServiceAccount(rc), builder.AutoscalerRole(rc), builder.AutoscalerRoleBinding(rc))
 			}
+			for _, np := range builder.NetworkPolicies(rc, builder.Options{}) {
+				objs = append(objs, np)
+			}
 			for _, obj := range objs {
 				if err := k8s.Create(context.Background(), obj, client.DryRunAll); err != nil {
 					t.Errorf("%T %s rejected: %v", obj, obj.GetName(), err)
@@ -56,4 +61,15 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servedGates are the feature gates with every alpha feature kray serves on, as the suite's operator runs
+// (hack/e2e.sh).
+func servedGates(t *testing.T) featuregate.FeatureGate {
+	t.Helper()
+	g := features.New()
+	if err := (features.Flag{Gate: g}).Set("RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true"); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
