@@ -20,8 +20,9 @@ export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
 # controller calls, and the Serve proxies of RayService head pods.
 export KRAY_E2E_DASHBOARD_ADDRESS="${KRAY_E2E_DASHBOARD_ADDRESS:-127.0.0.1:28265}"
 # KubeRay's alpha gates of the features kray serves, on: spec.networkPolicy (the local cluster makes the
-# NetworkPolicies and enforces none) and the embedded RocksDB GCS fault tolerance backend.
-export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --feature-gates=RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/c/{namespace}/{cluster} --ray-serve-probe-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/p/{namespace}/{pod}"
+# NetworkPolicies and enforces none), the embedded RocksDB GCS fault tolerance backend and the history
+# server's collector.
+export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --feature-gates=RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/c/{namespace}/{cluster} --ray-serve-probe-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/p/{namespace}/{pod}"
 # The real Kueue, with its Ray integrations, for the tests that queue RayClusters and RayJobs.
 "${ROOT}/hack/cluster.sh" start-kueue >&2
 export KRAY_E2E_KUEUE=1

@@ -69,6 +69,7 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 		addEmptyDir(&tmpl.Spec, RayLogsVolumeName, RayLogsMountPath, "", nil,
 			&tmpl.Spec.Containers[constants.RayContainerIndex], &tmpl.Spec.Containers[len(tmpl.Spec.Containers)-1])
 	}
+	addCollector(rc, &tmpl, true, opts)
 	opts.PodDefaults.apply(&tmpl, opts.PodDefaults.HeadSidecars)
 	return tmpl
 }
@@ -95,6 +96,7 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	configureFT(rc, &tmpl, params, false)
 	configureAuth(rc, &tmpl)
 	finishPod(rc, &tmpl, params, false, opts)
+	addCollector(rc, &tmpl, false, opts)
 	opts.PodDefaults.apply(&tmpl, opts.PodDefaults.WorkerSidecars)
 	return tmpl
 }

@@ -33,9 +33,10 @@ const RayJobDeletionPolicy featuregate.Feature = "RayJobDeletionPolicy"
 // The other gates of KubeRay v1.7, accepted by name with KubeRay's defaults so that KubeRay's operator
 // arguments start kray. RayServiceIncrementalUpgrade turns the RayService upgrade type
 // NewClusterWithIncrementalUpgrade on (off, it acts as None); RayClusterStatusConditions names a feature
-// kray always has; RayClusterNetworkPolicy serves spec.networkPolicy and GCSFaultToleranceEmbeddedStorage the
-// RocksDB GCS fault tolerance backend, each refused while its gate is off, as KubeRay does; the rest name
-// features kray does not implement yet (see Warnings).
+// kray always has; RayClusterNetworkPolicy serves spec.networkPolicy, RayClusterHistoryServer
+// historyServerOptions and GCSFaultToleranceEmbeddedStorage the RocksDB GCS fault tolerance backend, each
+// refused while its gate is off, as KubeRay does; the rest name features kray does not implement yet (see
+// Warnings).
 const (
 	RayClusterStatusConditions       featuregate.Feature = "RayClusterStatusConditions"
 	RayServiceIncrementalUpgrade     featuregate.Feature = "RayServiceIncrementalUpgrade"
@@ -67,7 +68,6 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 var notImplemented = map[featuregate.Feature]string{
 	SidecarSubmitterRestart: "restarting a SidecarMode submitter container",
 	RayClusterMTLS:          "spec.tlsOptions",
-	RayClusterHistoryServer: "spec.historyServerOptions",
 	KubernetesWAS:           "scheduling through the Kubernetes Workload API",
 }
 

@@ -132,7 +132,6 @@ func unsupportedRules(rc *rayv1.RayCluster, opts ClusterOptions) error {
 		off   string
 	}{
 		{rc.Spec.TLSOptions != nil, "spec.tlsOptions", features.RayClusterMTLS, "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"},
-		{rc.Spec.HistoryServerOptions != nil, "spec.historyServerOptions", features.RayClusterHistoryServer, "RayClusterHistoryServer feature gate is not enabled"},
 	} {
 		switch {
 		case !r.asked:

@@ -130,6 +130,9 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	if rc.Spec.HeadGroupSpec.ServiceType == corev1.ServiceTypeExternalName {
 		return errors.New("headGroupSpec.serviceType ExternalName is not allowed: the head Service must lead to the head pod")
 	}
+	if err := historyServerRules(rc, opts); err != nil {
+		return err
+	}
 	if err := networkPolicyRules(rc, opts); err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func TestMetadata(t *testing.T) {
 // while it is on: never accepted and ignored.
 func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 	gates := features.New()
-	if err := (features.Flag{Gate: gates}).Set("RayClusterMTLS=true,RayClusterHistoryServer=true"); err != nil {
+	if err := (features.Flag{Gate: gates}).Set("RayClusterMTLS=true"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -209,9 +209,6 @@ func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 		{"mTLS", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{} }),
 			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
 			"spec.tlsOptions is not implemented by kray yet (the RayClusterMTLS feature gate is on, but kray has no such feature)"},
-		{"history server", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HistoryServerOptions = &rayv1.HistoryServerOptions{} }),
-			"RayClusterHistoryServer feature gate is not enabled",
-			"spec.historyServerOptions is not implemented by kray yet (the RayClusterHistoryServer feature gate is on, but kray has no such feature)"},
 	} {
 		if err := Spec(tc.rc); err == nil || err.Error() != tc.off {
 			t.Errorf("%s, gate off: %v, want %q", tc.name, err, tc.off)
@@ -309,5 +306,67 @@ func TestRocksDBUnderItsGate(t *testing.T) {
 	err := SpecWith(rocksdb(rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}), ClusterOptions{Gates: on})
 	if err == nil || err.Error() != "cannot set GcsFaultToleranceOptions.RedisAddress when backend is 'rocksdb'" {
 		t.Errorf("rocksdb with a Redis address: %v", err)
+	}
+}
+
+// historyServerOptions as KubeRay v1.7 checks it, in its words.
+func TestHistoryServer(t *testing.T) {
+	on := features.New()
+	if err := (features.Flag{Gate: on}).Set("RayClusterHistoryServer=true"); err != nil {
+		t.Fatal(err)
+	}
+	env := func(kv ...string) []corev1.EnvVar {
+		var out []corev1.EnvVar
+		for i := 0; i+1 < len(kv); i += 2 {
+			out = append(out, corev1.EnvVar{Name: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	collector := func(e []corev1.EnvVar, mutate ...func(*rayv1.RayCluster)) *rayv1.RayCluster {
+		return cluster(func(rc *rayv1.RayCluster) {
+			rc.Spec.HistoryServerOptions = &rayv1.HistoryServerOptions{CollectorOptions: &rayv1.CollectorOptions{Image: ptr.To("collector:1"), Env: e}}
+			for _, m := range mutate {
+				m(rc)
+			}
+		})
+	}
+	fromSecret := corev1.EnvVar{Name: "AZURE_STORAGE_ACCOUNT_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "url"}}}
+	for _, tc := range []struct {
+		name string
+		rc   *rayv1.RayCluster
+		want string
+	}{
+		{"GCS with its bucket", collector(env("STORAGE_BACKEND", "GCS", "GCS_BUCKET", "b")), ""},
+		{"a backend in any case", collector(env("STORAGE_BACKEND", "s3", "S3_REGION", "eu")), ""},
+		{"Azure by workload identity, the URL from a Secret", collector(append(env("STORAGE_BACKEND", "AZUREBLOB", "AZURE_STORAGE_AUTH_MODE", "workload_identity"), fromSecret)), ""},
+		{"a backend KubeRay does not know", collector(env("STORAGE_BACKEND", "minio")), ""},
+		{"no collector", cluster(func(rc *rayv1.RayCluster) { rc.Spec.HistoryServerOptions = &rayv1.HistoryServerOptions{} }),
+			"historyServerOptions.collectorOptions must be set"},
+		{"no image", collector(env("STORAGE_BACKEND", "GCS", "GCS_BUCKET", "b"), func(rc *rayv1.RayCluster) {
+			rc.Spec.HistoryServerOptions.CollectorOptions.Image = nil
+		}), "historyServerOptions.collectorOptions.image must be set"},
+		{"a variable the operator sets", collector(env("STORAGE_BACKEND", "GCS", "GCS_BUCKET", "b", "RAY_ROLE", "Head")),
+			"historyServerOptions.collectorOptions.env must not contain RAY_ROLE: it is managed by KubeRay and injected automatically into the collector container"},
+		{"no backend", collector(nil), "STORAGE_BACKEND environment variable must be set with a literal string value in historyServerOptions.collectorOptions.env"},
+		{"GCS without its bucket", collector(env("STORAGE_BACKEND", "GCS")), "GCS_BUCKET environment variable must be set when STORAGE_BACKEND is GCS"},
+		{"Azure by connection string without one", collector(env("STORAGE_BACKEND", "AZUREBLOB", "AZURE_STORAGE_AUTH_MODE", "connection_string")),
+			"AZURE_STORAGE_CONNECTION_STRING environment variable must be set when STORAGE_BACKEND is AZUREBLOB and AZURE_STORAGE_AUTH_MODE is connection_string"},
+		{"Azure without either", collector(env("STORAGE_BACKEND", "AZUREBLOB")),
+			"either AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_ACCOUNT_URL environment variable must be set when STORAGE_BACKEND is AZUREBLOB"},
+		{"OSS without its region", collector(env("STORAGE_BACKEND", "ALIYUNOSS", "OSS_BUCKET", "b", "OSS_ENDPOINT", "e")),
+			"OSS_REGION environment variable must be set when STORAGE_BACKEND is ALIYUNOSS"},
+		{"a worker container of the collector's name", collector(env("STORAGE_BACKEND", "GCS", "GCS_BUCKET", "b"), func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers = append(rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers, corev1.Container{Name: "ray-history-collector"})
+		}), "worker group g pod template must not define a container with name 'ray-history-collector' when history server collector options are enabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := SpecWith(tc.rc, ClusterOptions{Gates: on})
+			if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if err := Spec(tc.rc); err == nil || err.Error() != "RayClusterHistoryServer feature gate is not enabled" {
+				t.Fatalf("gate off: %v", err)
+			}
+		})
 	}
 }

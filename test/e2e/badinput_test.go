@@ -96,6 +96,10 @@ var reportedByController = []badInput{
 		rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{Mode: ptr.To(rayv1.NetworkPolicyDenyAllEgress),
 			Head: &rayv1.NetworkPolicyRules{IngressRules: []networkingv1.NetworkPolicyIngressRule{{}}}}
 	}, `networkPolicy.head.ingressRules cannot be set when mode is "DenyAllEgress" (ingress is not restricted)`},
+	{"a history collector given a variable the operator sets", func(rc *rayv1.RayCluster) {
+		rc.Spec.HistoryServerOptions = &rayv1.HistoryServerOptions{CollectorOptions: &rayv1.CollectorOptions{Image: ptr.To("collector:1"),
+			Env: []corev1.EnvVar{{Name: "STORAGE_BACKEND", Value: "S3"}, {Name: "S3_REGION", Value: "eu"}, {Name: "POD_IP", Value: "10.0.0.1"}}}}
+	}, "historyServerOptions.collectorOptions.env must not contain POD_IP"},
 	{"network policy rules for a group that does not exist", func(rc *rayv1.RayCluster) {
 		rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{WorkerGroups: []rayv1.WorkerGroupNetworkPolicyRules{{GroupName: "nosuchgroup"}}}
 	}, `networkPolicy.workerGroups["nosuchgroup"] does not match any group name in workerGroupSpecs`},
