@@ -110,3 +110,25 @@ func TestNetworkPolicyLetsTheRayJobSubmitterIn(t *testing.T) {
 	g.Expect(head.Spec.Ingress[1].Ports).To(HaveLen(1))
 	g.Expect(head.Spec.Ingress[1].Ports[0].Port.IntVal).To(BeEquivalentTo(constants.DefaultDashboardPort))
 }
+
+// A rule the API server refuses (a CIDR that is none) is reported with the field it names, in the
+// WorkloadsSynced condition and a FailedToCreateNetworkPolicy event; the cluster's other policies and its
+// pods are made all the same.
+func TestNetworkPolicyRefusedByTheAPIServerIsReported(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rc := loadSample(t, "ray-cluster.sample.yaml", ns)
+	rc.Spec.NetworkPolicy = &rayv1.NetworkPolicyConfig{Head: &rayv1.NetworkPolicyRules{
+		IngressRules: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.300/8"}}}}},
+	}}
+	rc = create(t, rc)
+	g.Eventually(func(g Gomega) {
+		c := condition(get(g, rc), constants.ConditionWorkloadsSynced)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Message).To(ContainSubstring("spec.ingress[1].from[0].ipBlock.cidr"))
+		g.Expect(eventMessages(g, rc, raycluster.EventFailedToCreateNetworkPolicy)).To(ContainElement(ContainSubstring("ipBlock.cidr")))
+		g.Expect(networkPolicies(g, rc)).To(HaveKey(rc.Name + "-workers-" + rc.Spec.WorkerGroupSpecs[0].GroupName))
+		g.Expect(clusterPods(g, rc)).NotTo(BeEmpty())
+	}, readyTimeout, poll).Should(Succeed())
+}
