@@ -26,18 +26,24 @@ func (r *Reconciler) reconcileIngress(ctx context.Context, s *state) error {
 	}
 	// Annotations that others (an ingress controller) add are kept; kray's own are brought back.
 	live.Spec = desired.Spec
-	for k, v := range desired.Annotations {
-		if live.Annotations == nil {
-			live.Annotations = map[string]string{}
-		}
-		live.Annotations[k] = v
-	}
+	live.Annotations = withAll(live.Annotations, desired.Annotations)
 	if err := r.Writer.Update(ctx, live); err != nil {
 		s.warn(EventFailedToUpdateIngress, "Failed to update Ingress %s/%s: %v", live.Namespace, live.Name, err)
 		return fmt.Errorf("update Ingress %s: %w", live.Name, err)
 	}
 	s.normal(EventUpdatedIngress, "Updated Ingress %s/%s", live.Namespace, live.Name)
 	return nil
+}
+
+// withAll is got with every key of want set to want's value (a new map when got is nil and want is not empty).
+func withAll(got, want map[string]string) map[string]string {
+	for k, v := range want {
+		if got == nil {
+			got = map[string]string{}
+		}
+		got[k] = v
+	}
+	return got
 }
 
 // hasAll reports whether got holds every key of want with the same value.

@@ -64,12 +64,7 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, s *state, desir
 	}
 	updated := live.DeepCopy()
 	updated.Spec = desired.Spec
-	if updated.Labels == nil {
-		updated.Labels = map[string]string{}
-	}
-	for k, v := range desired.Labels {
-		updated.Labels[k] = v
-	}
+	updated.Labels = withAll(updated.Labels, desired.Labels)
 	if err := r.Writer.Update(ctx, updated); err != nil {
 		s.warn(EventFailedToUpdateNetworkPolicy, "Failed to update NetworkPolicy %s/%s: %v", live.Namespace, live.Name, err)
 		return fmt.Errorf("update NetworkPolicy %s: %w", live.Name, err)
