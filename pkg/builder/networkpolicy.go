@@ -111,11 +111,7 @@ func OperatorPorts(rc *rayv1.RayCluster) []int32 {
 	if err != nil {
 		gcs, _ = strconv.ParseInt(DefaultHeadPort, 10, 32)
 	}
-	dashboard, ok := DashboardPort(rc)
-	if !ok {
-		dashboard = constants.DefaultDashboardPort
-	}
-	ports := []int32{int32(gcs), dashboard}
+	ports := []int32{int32(gcs), dashboardPort(rc)}
 	if rc.Labels[constants.LabelOriginatedFromCRD] == constants.OriginatedFromRayService {
 		serve := int32(constants.DefaultServePort)
 		if c := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(c) > constants.RayContainerIndex {
@@ -145,8 +141,8 @@ func isRayGroup(apiVersion string) bool {
 	return err == nil && gv.Group == rayv1.GroupVersion.Group
 }
 
-// dashboardPort is the head's dashboard port: its dashboard-port start param when it is a number (KubeRay
-// reads it there), else 8265.
+// dashboardPort is the port the head's dashboard listens on: its dashboard-port start param when it is a
+// number (KubeRay reads it there), else 8265; like the GCS port, a port of the pod, which a NetworkPolicy names.
 func dashboardPort(rc *rayv1.RayCluster) int32 {
 	if n, err := strconv.ParseInt(rc.Spec.HeadGroupSpec.RayStartParams["dashboard-port"], 10, 32); err == nil {
 		return int32(n)
