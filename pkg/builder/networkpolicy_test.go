@@ -87,8 +87,10 @@ func TestNetworkPolicies(t *testing.T) {
 			want: []policyShape{{Name: "c-head", Types: both, IngressPorts: [][]int32{nil, {6380, 8265}}, EgressRules: 1, IngressFromNS: []string{"kray-system"}},
 				{Name: "c-workers-small", Types: both, IngressPorts: [][]int32{nil}, EgressRules: 1}}},
 		{name: "the operator on the ports Ray listens on",
-			mutate: func(rc *rayv1.RayCluster) { rc.Spec.HeadGroupSpec.RayStartParams = map[string]string{"dashboard-port": "8266"} },
-			opts:   builder.Options{OperatorPeer: operator},
+			mutate: func(rc *rayv1.RayCluster) {
+				rc.Spec.HeadGroupSpec.RayStartParams = map[string]string{"dashboard-port": "8266"}
+			},
+			opts: builder.Options{OperatorPeer: operator},
 			want: []policyShape{{Name: "c-head", Types: both, IngressPorts: [][]int32{nil, {6379, 8266}}, EgressRules: 1, IngressFromNS: []string{"kray-system"}},
 				{Name: "c-workers-small", Types: both, IngressPorts: [][]int32{nil}, EgressRules: 1}}},
 		{name: "the operator on the Serve port too in a RayService's cluster",

@@ -9,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -197,10 +198,7 @@ func TestMetadata(t *testing.T) {
 // A feature kray does not implement yet is refused in KubeRay's words while its gate is off, and in kray's
 // while it is on: never accepted and ignored.
 func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
-	gates := features.New()
-	if err := (features.Flag{Gate: gates}).Set("RayClusterMTLS=true"); err != nil {
-		t.Fatal(err)
-	}
+	gates := gatesOn(t, "RayClusterMTLS=true")
 	for _, tc := range []struct {
 		name    string
 		rc      *rayv1.RayCluster
@@ -223,10 +221,7 @@ func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
 // rules only for a direction the mode restricts, group names that fit in a policy's name, and an entry of
 // workerGroups only for a group that exists.
 func TestNetworkPolicy(t *testing.T) {
-	on := features.New()
-	if err := (features.Flag{Gate: on}).Set("RayClusterNetworkPolicy=true"); err != nil {
-		t.Fatal(err)
-	}
+	on := gatesOn(t, "RayClusterNetworkPolicy=true")
 	ingress := []networkingv1.NetworkPolicyIngressRule{{}}
 	egress := []networkingv1.NetworkPolicyEgressRule{{}}
 	np := func(mode rayv1.NetworkPolicyMode, mutate func(*rayv1.NetworkPolicyConfig)) *rayv1.RayCluster {
@@ -290,10 +285,7 @@ func TestNetworkPolicy(t *testing.T) {
 
 // The RocksDB backend is served under KubeRay's GCSFaultToleranceEmbeddedStorage gate, with its own rules.
 func TestRocksDBUnderItsGate(t *testing.T) {
-	on := features.New()
-	if err := (features.Flag{Gate: on}).Set("GCSFaultToleranceEmbeddedStorage=true"); err != nil {
-		t.Fatal(err)
-	}
+	on := gatesOn(t, "GCSFaultToleranceEmbeddedStorage=true")
 	rocksdb := func(o rayv1.GcsFaultToleranceOptions) *rayv1.RayCluster {
 		return cluster(func(rc *rayv1.RayCluster) {
 			o.Backend = rayv1.GcsFTBackendRocksDB
@@ -311,10 +303,7 @@ func TestRocksDBUnderItsGate(t *testing.T) {
 
 // historyServerOptions as KubeRay v1.7 checks it, in its words.
 func TestHistoryServer(t *testing.T) {
-	on := features.New()
-	if err := (features.Flag{Gate: on}).Set("RayClusterHistoryServer=true"); err != nil {
-		t.Fatal(err)
-	}
+	on := gatesOn(t, "RayClusterHistoryServer=true")
 	env := func(kv ...string) []corev1.EnvVar {
 		var out []corev1.EnvVar
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -369,4 +358,14 @@ func TestHistoryServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatesOn is a feature gate with the gates of spec ("Name=true,...") set.
+func gatesOn(t *testing.T, spec string) featuregate.FeatureGate {
+	t.Helper()
+	g := features.New()
+	if err := (features.Flag{Gate: g}).Set(spec); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -75,7 +76,7 @@ func TestNetworkPoliciesFollowTheSpec(t *testing.T) {
 
 	// A mode change updates every policy in place.
 	e.updateSpec(rc, func(c *rayv1.RayCluster) {
-		c.Spec.NetworkPolicy.Mode = ptrTo(rayv1.NetworkPolicyDenyAllIngress)
+		c.Spec.NetworkPolicy.Mode = ptr.To(rayv1.NetworkPolicyDenyAllIngress)
 	})
 	onlyNetworkPolicyWrites(t, e.mustReconcile(rc), "update NetworkPolicy/c-head", "update NetworkPolicy/c-workers-g", "update NetworkPolicy/c-workers-h")
 	p = e.get(&networkingv1.NetworkPolicy{}, "c-workers-g").(*networkingv1.NetworkPolicy)
@@ -123,5 +124,3 @@ func TestSomeoneElsesNetworkPolicyIsLeftAlone(t *testing.T) {
 		t.Fatalf("someone else's policy was deleted")
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
