@@ -216,3 +216,19 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met within 15 s")
 }
+
+// A GCS started again at an address held for a moment (by a raylet's connection to itself, say) waits for it
+// instead of failing.
+func TestListenAgainWaitsForTheAddress(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := held.Addr().String()
+	time.AfterFunc(300*time.Millisecond, func() { held.Close() })
+	lis, err := listenAgain(context.Background(), addr)
+	if err != nil {
+		t.Fatalf("listen on %s once it is free: %v", addr, err)
+	}
+	lis.Close()
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -95,7 +96,7 @@ func startUntil(ctx context.Context, f flags, n node) int {
 	var headID atomic.Value
 	if f.values["head"] == "true" {
 		port := f.get("port", defaultGCSPort)
-		lis, err := net.Listen("tcp", ":"+port)
+		lis, err := listenAgain(ctx, ":"+port)
 		if err != nil {
 			return fail(err)
 		}
@@ -177,6 +178,24 @@ func idle() int {
 func fail(err error) int {
 	fmt.Fprintf(os.Stderr, "ray: %v\n", err)
 	return 1
+}
+
+// listenAgain listens on addr, trying again for up to five seconds while the address is in use: a GCS started
+// again at its address can find the port held for a moment by a connection that a raylet redialling that
+// address made to itself (TCP's simultaneous open, when the kernel picks the port it dials as its own).
+func listenAgain(ctx context.Context, addr string) (net.Listener, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lis, err := net.Listen("tcp", addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return lis, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // listenAndServe runs h on addr until ctx ends.
