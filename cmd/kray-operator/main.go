@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/featuregate"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -250,12 +251,23 @@ func run(o options) error {
 	}
 	cacheOptions := raycluster.CacheOptions(namespaces)
 	raycluster.CachePodGroups(&cacheOptions, o.batchScheduler)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	certManager := false
+	if o.gates.Enabled(features.RayClusterMTLS) {
+		if certManager, err = raycluster.CertManagerServed(dc); err != nil {
+			return err
+		}
+		if certManager {
+			raycluster.CacheCertificates(&cacheOptions)
+		} else {
+			ctrl.Log.Info("the API server does not serve cert-manager.io/v1: RayClusters with tlsOptions are refused until cert-manager is installed and the operator restarts")
+		}
+	}
 	routing := false
 	if o.gates.Enabled(features.RayServiceIncrementalUpgrade) {
-		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("discovery client: %w", err)
-		}
 		if routing, err = rayservice.RoutingServed(dc); err != nil {
 			return err
 		}
@@ -266,8 +278,10 @@ func run(o options) error {
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOptions,
+		Scheme: scheme,
+		Cache:  cacheOptions,
+		// cert-manager's objects are read as unstructured objects, from the cache like every other kind.
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -294,7 +308,8 @@ func run(o options) error {
 		BatchScheduler:      o.batchScheduler,
 		ReplicaIndexing:     o.gates.Enabled(features.RayMultiHostIndexing),
 		NetworkPolicies:     o.gates.Enabled(features.RayClusterNetworkPolicy),
-		Validation:          validation.ClusterOptions{Gates: o.gates, BatchScheduler: o.batchScheduler},
+		MTLS:                certManager,
+		Validation:          validation.ClusterOptions{Gates: o.gates, BatchScheduler: o.batchScheduler, CertManager: certManager},
 	}
 	if err := raycluster.PodGroupsServed(mgr.GetRESTMapper(), o.batchScheduler); err != nil {
 		return err

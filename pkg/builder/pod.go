@@ -64,6 +64,7 @@ func HeadPodTemplate(rc *rayv1.RayCluster, opts Options) corev1.PodTemplateSpec 
 	}
 	configureFT(rc, &tmpl, params, true)
 	configureAuth(rc, &tmpl)
+	configureTLS(rc, &tmpl, true)
 	finishPod(rc, &tmpl, params, true, opts)
 	if autoscaling {
 		addEmptyDir(&tmpl.Spec, RayLogsVolumeName, RayLogsMountPath, "", nil,
@@ -95,6 +96,7 @@ func WorkerPodTemplate(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, opts 
 	}
 	configureFT(rc, &tmpl, params, false)
 	configureAuth(rc, &tmpl)
+	configureTLS(rc, &tmpl, false)
 	finishPod(rc, &tmpl, params, false, opts)
 	addCollector(rc, &tmpl, false, opts)
 	opts.PodDefaults.apply(&tmpl, opts.PodDefaults.WorkerSidecars)

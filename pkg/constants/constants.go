@@ -22,6 +22,9 @@ const (
 	LabelAppName = "app.kubernetes.io/name"
 	// LabelCreatedBy is the Kubernetes recommended creator label.
 	LabelCreatedBy = "app.kubernetes.io/created-by"
+	// LabelComponent is the Kubernetes recommended component label; kray sets it on the cert-manager objects
+	// of a tlsOptions cluster (KubeRay's values).
+	LabelComponent = "app.kubernetes.io/component"
 	// LabelReplicaIndex numbers a group's replicas 0..n-1, the smallest unused index first (KubeRay's
 	// RayMultiHostIndexing); all hosts of a multi-host replica share it.
 	LabelReplicaIndex = "ray.io/worker-group-replica-index"

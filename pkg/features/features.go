@@ -67,7 +67,6 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 // ask for: such an object is refused, whatever the gate says.
 var notImplemented = map[featuregate.Feature]string{
 	SidecarSubmitterRestart: "restarting a SidecarMode submitter container",
-	RayClusterMTLS:          "spec.tlsOptions",
 	KubernetesWAS:           "scheduling through the Kubernetes Workload API",
 }
 

@@ -60,14 +60,14 @@ func TestKubeRayGates(t *testing.T) {
 	if got := Warnings(g); len(got) != 0 {
 		t.Errorf("warnings %q, want none", got)
 	}
-	if err := (Flag{g}).Set("RayServiceIncrementalUpgrade=false,RayClusterStatusConditions=false,RayCronJob=true,RayClusterMTLS=true"); err != nil {
+	if err := (Flag{g}).Set("RayServiceIncrementalUpgrade=false,RayClusterStatusConditions=false,RayCronJob=true,KubernetesWAS=true"); err != nil {
 		t.Fatal(err)
 	}
 	got := Warnings(g)
-	if len(got) != 2 || !strings.Contains(got[0], "RayClusterMTLS is on") || !strings.Contains(got[1], "RayClusterStatusConditions is off, but kray always writes") {
-		t.Errorf("warnings %q, want RayClusterMTLS on and RayClusterStatusConditions off (RayCronJob is implemented)", got)
+	if len(got) != 2 || !strings.Contains(got[0], "KubernetesWAS is on") || !strings.Contains(got[1], "RayClusterStatusConditions is off, but kray always writes") {
+		t.Errorf("warnings %q, want KubernetesWAS on and RayClusterStatusConditions off (RayCronJob is implemented)", got)
 	}
-	if !NotImplemented(RayClusterMTLS) || NotImplemented(RayCronJob) || NotImplemented(RayJobDeletionPolicy) {
-		t.Error("NotImplemented: RayClusterMTLS should be, RayCronJob and RayJobDeletionPolicy should not")
+	if !NotImplemented(KubernetesWAS) || NotImplemented(RayClusterMTLS) || NotImplemented(RayCronJob) || NotImplemented(RayJobDeletionPolicy) {
+		t.Error("NotImplemented: KubernetesWAS should be, RayClusterMTLS, RayCronJob and RayJobDeletionPolicy should not")
 	}
 }

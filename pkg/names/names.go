@@ -113,3 +113,37 @@ func HeadNetworkPolicy(cluster string) string {
 func WorkerNetworkPolicy(cluster, group string) string {
 	return cluster + "-workers-" + group
 }
+
+// The cert-manager objects of a tlsOptions cluster (KubeRay's names, never shortened: an Issuer or a
+// Certificate name may be 253 characters long).
+
+// TLSSelfSignedIssuer is the Issuer that signs the cluster's CA, "ray-selfsigned-issuer-<cluster>".
+func TLSSelfSignedIssuer(cluster string) string { return "ray-selfsigned-issuer-" + cluster }
+
+// TLSCACertificate is the cluster's CA Certificate, "ray-ca-certificate-<cluster>".
+func TLSCACertificate(cluster string) string { return "ray-ca-certificate-" + cluster }
+
+// TLSCASecret is the CA's Secret, "<cluster>-ca-secret-<first 8 characters of the RayCluster's UID>": a
+// cluster created again under the same name gets a new CA.
+func TLSCASecret(cluster, uid string) string {
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return cluster + "-ca-secret-" + uid
+}
+
+// TLSCAIssuer is the Issuer that signs the head's and the workers' certificates with the CA,
+// "ray-ca-issuer-<cluster>".
+func TLSCAIssuer(cluster string) string { return "ray-ca-issuer-" + cluster }
+
+// TLSHeadCertificate is the head's Certificate, "ray-head-cert-<cluster>".
+func TLSHeadCertificate(cluster string) string { return "ray-head-cert-" + cluster }
+
+// TLSHeadSecret is the Secret of TLSHeadCertificate, "ray-head-secret-<cluster>".
+func TLSHeadSecret(cluster string) string { return "ray-head-secret-" + cluster }
+
+// TLSWorkerCertificate is the Certificate every worker group shares, "ray-worker-cert-<cluster>".
+func TLSWorkerCertificate(cluster string) string { return "ray-worker-cert-" + cluster }
+
+// TLSWorkerSecret is the Secret of TLSWorkerCertificate, "ray-worker-secret-<cluster>".
+func TLSWorkerSecret(cluster string) string { return "ray-worker-secret-" + cluster }

@@ -2,11 +2,18 @@ package ray
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
@@ -63,7 +70,8 @@ func (RawCodec) Name() string { return "proto" }
 // nothing, releases its connection after it.
 const idleConn = 10 * time.Minute
 
-// GRPCDialer dials Ray GCS servers over plaintext gRPC and keeps one connection per address while it is used.
+// GRPCDialer dials Ray GCS servers over gRPC, plaintext or mutual TLS, and keeps one connection per address
+// and TLS material while it is used.
 type GRPCDialer struct {
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -75,11 +83,19 @@ type GRPCDialer struct {
 type conn struct {
 	cc   *grpc.ClientConn
 	used time.Time
+	tls  bool
 }
 
-// Dial returns the Client of the GCS at address; connections are made lazily and reused (per address: the
-// token travels with each call, not with the connection). Connections idle for idleConn are closed.
-func (d *GRPCDialer) Dial(address, token string) (Client, error) {
+// Dial returns the Client of the GCS at address; connections are made lazily and reused (per address and TLS
+// material: the token travels with each call, not with the connection; renewed certificates get a new
+// connection). Connections idle for idleConn are closed.
+func (d *GRPCDialer) Dial(address string, creds Credentials) (Client, error) {
+	key := address
+	transport := insecure.NewCredentials()
+	if creds.TLS != nil {
+		sum := sha256.Sum256(append(append(append([]byte{}, creds.TLS.Cert...), creds.TLS.Key...), creds.TLS.CA...))
+		key += "/tls/" + hex.EncodeToString(sum[:8])
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now
@@ -87,18 +103,25 @@ func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 		now = d.now
 	}
 	t := now()
-	for a, c := range d.conns {
-		if a != address && t.Sub(c.used) > idleConn {
+	for k, c := range d.conns {
+		if k != key && t.Sub(c.used) > idleConn {
 			_ = c.cc.Close()
-			delete(d.conns, a)
+			delete(d.conns, k)
 		}
 	}
-	if c, ok := d.conns[address]; ok {
+	if c, ok := d.conns[key]; ok {
 		c.used = t
-		return grpcClient{conn: c.cc, token: token}, nil
+		return grpcClient{conn: c.cc, token: creds.Token, tls: c.tls}, nil
+	}
+	if creds.TLS != nil {
+		config, err := creds.TLS.clientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("dial Ray GCS %s over TLS: %w", address, err)
+		}
+		transport = credentials.NewTLS(config)
 	}
 	c, err := grpc.NewClient(address,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{}), grpc.MaxCallRecvMsgSize(maxReply)))
 	if err != nil {
 		return nil, fmt.Errorf("dial Ray GCS %s: %w", address, err)
@@ -106,13 +129,41 @@ func (d *GRPCDialer) Dial(address, token string) (Client, error) {
 	if d.conns == nil {
 		d.conns = map[string]*conn{}
 	}
-	d.conns[address] = &conn{cc: c, used: t}
-	return grpcClient{conn: c, token: token}, nil
+	d.conns[key] = &conn{cc: c, used: t, tls: creds.TLS != nil}
+	return grpcClient{conn: c, token: creds.Token, tls: creds.TLS != nil}, nil
+}
+
+// clientConfig is the TLS configuration of a connection to a Ray gRPC server: Ray's servers require a client
+// certificate signed by the cluster's CA, and Ray's clients verify the server's against the dialed host.
+func (f *TLSFiles) clientConfig() (*tls.Config, error) {
+	pair, err := tls.X509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(f.CA) {
+		return nil, errors.New("CA: no PEM certificate")
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// errTLSHint is added to a failed TLS handshake: the usual cause once a cluster ran is a certificate Ray
+// loaded before its CA changed, since Ray reads its certificates only at start.
+const errTLSHint = "the GCS's certificate does not verify with the cluster's CA (Ray reads its certificates only when it starts: " +
+	"a head started before its CA changed must be restarted)"
+
+// callError wraps a failed call, naming a TLS verification failure as such.
+func (c grpcClient) callError(method string, err error) error {
+	if c.tls && strings.Contains(err.Error(), "authentication handshake failed") {
+		return fmt.Errorf("%s: %s: %w", method, errTLSHint, err)
+	}
+	return fmt.Errorf("%s: %w", method, err)
 }
 
 type grpcClient struct {
 	conn  *grpc.ClientConn
 	token string
+	tls   bool
 }
 
 // outgoing bounds a call's context and adds the auth token, if any.
@@ -128,7 +179,7 @@ func (c grpcClient) Nodes(ctx context.Context) ([]Node, error) {
 	defer cancel()
 	var reply []byte
 	if err := c.conn.Invoke(ctx, MethodGetClusterResourceState, []byte{}, &reply); err != nil {
-		return nil, fmt.Errorf("GetClusterResourceState: %w", err)
+		return nil, c.callError("GetClusterResourceState", err)
 	}
 	return DecodeNodes(reply)
 }
@@ -141,7 +192,7 @@ func (c grpcClient) Drain(ctx context.Context, nodeID []byte, reason string, dea
 	defer cancel()
 	var reply []byte
 	if err := c.conn.Invoke(ctx, MethodDrainNode, EncodeDrainRequest(nodeID, reason, deadline), &reply); err != nil {
-		return DrainReply{}, fmt.Errorf("DrainNode: %w", err)
+		return DrainReply{}, c.callError("DrainNode", err)
 	}
 	return DecodeDrainReply(reply)
 }

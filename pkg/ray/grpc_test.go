@@ -38,7 +38,7 @@ func TestGRPCClientSendsTheToken(t *testing.T) {
 		{token: "s3cret", want: []string{"Bearer s3cret"}},
 		{token: "", want: nil},
 	} {
-		c, err := d.Dial(lis.Addr().String(), tc.token)
+		c, err := d.Dial(lis.Addr().String(), Credentials{Token: tc.token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,16 +57,16 @@ func TestGRPCDialerForgetsIdleConnections(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	d := &GRPCDialer{now: func() time.Time { return now }}
 	for _, address := range []string{"a.ns.svc:6379", "b.ns.svc:6379"} {
-		if _, err := d.Dial(address, ""); err != nil {
+		if _, err := d.Dial(address, Credentials{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	now = now.Add(idleConn / 2)
-	if _, err := d.Dial("a.ns.svc:6379", ""); err != nil {
+	if _, err := d.Dial("a.ns.svc:6379", Credentials{}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(idleConn/2 + time.Second)
-	if _, err := d.Dial("c.ns.svc:6379", ""); err != nil {
+	if _, err := d.Dial("c.ns.svc:6379", Credentials{}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

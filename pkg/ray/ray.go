@@ -72,10 +72,27 @@ type Client interface {
 	Drain(ctx context.Context, nodeID []byte, reason string, deadline time.Time) (DrainReply, error)
 }
 
-// Dialer returns the Client of the GCS at address (host:port). A non-empty token goes with every call, as
-// Ray's token authentication (Ray 2.52+) expects it: gRPC metadata "authorization: Bearer <token>".
+// Dialer returns the Client of the GCS at address (host:port), which presents creds with every call.
 type Dialer interface {
-	Dial(address, token string) (Client, error)
+	Dial(address string, creds Credentials) (Client, error)
+}
+
+// Credentials are what kray presents to a cluster's GCS.
+type Credentials struct {
+	// Token, when set, goes with every call, as Ray's token authentication (Ray 2.52+) expects it: gRPC
+	// metadata "authorization: Bearer <token>".
+	Token string
+	// TLS, when set, is the cluster's mTLS material (Ray's RAY_USE_TLS): the connection is TLS, the GCS's
+	// certificate must be signed by TLS.CA and name the address's host, and kray presents TLS.Cert.
+	TLS *TLSFiles
+}
+
+// TLSFiles are PEM-encoded certificate material, as cert-manager writes it into a Secret.
+type TLSFiles struct {
+	// Cert and Key are the client certificate (chain) and its private key (tls.crt, tls.key).
+	Cert, Key []byte
+	// CA is the certificate authority the server's certificate is verified with (ca.crt).
+	CA []byte
 }
 
 // FindNode returns the node running in a pod: the one registered with the pod's name as instance ID, else

@@ -1,13 +1,11 @@
 package validation
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -120,31 +118,4 @@ func authRules(rc *rayv1.RayCluster) error {
 		}
 	}
 	return nil
-}
-
-// unsupportedRules rejects what kray does not implement, so nothing is silently ignored: with the message
-// KubeRay gives while the feature's gate is off (its default), and in kray's words while it is on.
-func unsupportedRules(rc *rayv1.RayCluster, opts ClusterOptions) error {
-	for _, r := range []struct {
-		asked bool
-		what  string
-		gate  featuregate.Feature
-		off   string
-	}{
-		{rc.Spec.TLSOptions != nil, "spec.tlsOptions", features.RayClusterMTLS, "spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"},
-	} {
-		switch {
-		case !r.asked:
-		case opts.on(r.gate):
-			return NotImplemented(r.what, r.gate)
-		default:
-			return errors.New(r.off)
-		}
-	}
-	return nil
-}
-
-// NotImplemented is the refusal of a feature kray does not implement yet though its KubeRay gate is on.
-func NotImplemented(what string, gate featuregate.Feature) error {
-	return fmt.Errorf("%s is not implemented by kray yet (the %s feature gate is on, but kray has no such feature)", what, gate)
 }

@@ -50,6 +50,9 @@ type ClusterOptions struct {
 	Gates featuregate.FeatureGate
 	// BatchScheduler is the operator's batch scheduler (KubeRay's --batch-scheduler), "" for none.
 	BatchScheduler string
+	// CertManager reports whether cert-manager's API (cert-manager.io/v1) is served: a tlsOptions cluster
+	// needs it.
+	CertManager bool
 }
 
 // on reports whether gate is on in o.
@@ -136,7 +139,7 @@ func SpecWith(rc *rayv1.RayCluster, opts ClusterOptions) error {
 	if err := networkPolicyRules(rc, opts); err != nil {
 		return err
 	}
-	return unsupportedRules(rc, opts)
+	return tlsRules(rc, opts)
 }
 
 // ServiceRules checks a Service template kray creates as given (a head Service, a RayService's serve

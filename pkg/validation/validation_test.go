@@ -195,24 +195,53 @@ func TestMetadata(t *testing.T) {
 	}
 }
 
-// A feature kray does not implement yet is refused in KubeRay's words while its gate is off, and in kray's
-// while it is on: never accepted and ignored.
-func TestNotImplementedFeaturesUnderTheirGates(t *testing.T) {
-	gates := gatesOn(t, "RayClusterMTLS=true")
+// spec.tlsOptions as KubeRay v1.7 checks it, in its words: refused while the gate is off (even enabled:
+// false); when enabled, refused without cert-manager, and for Ray's TLS variables or the certificate volume's
+// name or path on a Ray container or the autoscaler, which kray manages.
+func TestTLSOptions(t *testing.T) {
+	on := gatesOn(t, "RayClusterMTLS=true")
+	served := ClusterOptions{Gates: on, CertManager: true}
+	enabled := func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{Enabled: ptr.To(true)} }
 	for _, tc := range []struct {
-		name    string
-		rc      *rayv1.RayCluster
-		off, on string
+		name string
+		rc   *rayv1.RayCluster
+		opts ClusterOptions
+		want string
 	}{
-		{"mTLS", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{} }),
-			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled",
-			"spec.tlsOptions is not implemented by kray yet (the RayClusterMTLS feature gate is on, but kray has no such feature)"},
+		{"gate off", cluster(enabled), ClusterOptions{CertManager: true},
+			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"},
+		{"gate off, enabled false", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{} }), ClusterOptions{},
+			"spec.tlsOptions requires the RayClusterMTLS feature gate to be enabled"},
+		{"enabled false needs no cert-manager", cluster(func(rc *rayv1.RayCluster) { rc.Spec.TLSOptions = &rayv1.TLSOptions{Enabled: ptr.To(false)} }),
+			ClusterOptions{Gates: on}, ""},
+		{"no cert-manager", cluster(enabled), ClusterOptions{Gates: on},
+			"tlsOptions requires cert-manager, but cert-manager is not installed"},
+		{"served", cluster(enabled), served, ""},
+		{"head env", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "RAY_TLS_CA_CERT", Value: "/x"}}
+		}), served, "cannot set RAY_TLS_CA_CERT environment variable in head Pod when tlsOptions is set - the operator manages TLS configuration automatically"},
+		{"worker env", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "RAY_USE_TLS", Value: "0"}}
+		}), served, `cannot set RAY_USE_TLS environment variable in worker group "g" when tlsOptions is set - the operator manages TLS configuration automatically`},
+		{"head mount name", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "ray-tls", MountPath: "/certs"}}
+		}), served, `cannot use volume mount named "ray-tls" in head Pod when tlsOptions is set - the operator manages TLS configuration automatically`},
+		{"worker mount path", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/ray/tls"}}
+		}), served, `cannot use volume mount at path "/etc/ray/tls" in worker group "g" when tlsOptions is set - the operator manages TLS configuration automatically`},
+		{"autoscaler env", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Env: []corev1.EnvVar{{Name: "RAY_TLS_SERVER_KEY"}}}
+		}), served, "cannot set RAY_TLS_SERVER_KEY environment variable in autoscalerOptions.env when tlsOptions is set - the operator manages TLS configuration for the autoscaler automatically"},
+		{"autoscaler mount", cluster(enabled, func(rc *rayv1.RayCluster) {
+			rc.Spec.AutoscalerOptions = &rayv1.AutoscalerOptions{VolumeMounts: []corev1.VolumeMount{{Name: "ray-tls", MountPath: "/a"}}}
+		}), served, `cannot use volume mount named "ray-tls" in autoscalerOptions.volumeMounts when tlsOptions is set - the operator manages TLS configuration automatically`},
 	} {
-		if err := Spec(tc.rc); err == nil || err.Error() != tc.off {
-			t.Errorf("%s, gate off: %v, want %q", tc.name, err, tc.off)
-		}
-		if err := SpecWith(tc.rc, ClusterOptions{Gates: gates}); err == nil || err.Error() != tc.on {
-			t.Errorf("%s, gate on: %v, want %q", tc.name, err, tc.on)
+		err := SpecWith(tc.rc, tc.opts)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want none", tc.name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

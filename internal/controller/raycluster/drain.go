@@ -360,10 +360,10 @@ func (r *Reconciler) gcsAddress(s *state) string {
 	return net.JoinHostPort(builder.HeadServiceFQDN(s.effective, r.Options), builder.GCSPort(s.effective))
 }
 
-// rayClient returns the GCS client for address, sending token with each call; a dial error comes back from
-// its calls.
-func (r *Reconciler) rayClient(address, token string) ray.Client {
-	c, err := r.Ray.Dial(address, token)
+// rayClient returns the GCS client for address, presenting creds with each call; a dial error comes back
+// from its calls.
+func (r *Reconciler) rayClient(address string, creds ray.Credentials) ray.Client {
+	c, err := r.Ray.Dial(address, creds)
 	if err != nil {
 		return failedClient{err}
 	}

@@ -29,7 +29,7 @@ type stallingRay struct {
 	drains int
 }
 
-func (f *stallingRay) Dial(string, string) (ray.Client, error) { return f, nil }
+func (f *stallingRay) Dial(string, ray.Credentials) (ray.Client, error) { return f, nil }
 
 func (f *stallingRay) Nodes(context.Context) ([]ray.Node, error) {
 	f.mu.Lock()

@@ -25,8 +25,9 @@ type gcsSession struct {
 	listErr error
 }
 
-// openGCS returns the reconcile's GCS session, opening it on first use: a paused GCS (gcsBreaker) or an
-// unreadable token gives a session whose calls fail at once without reaching the GCS.
+// openGCS returns the reconcile's GCS session, opening it on first use: a paused GCS (gcsBreaker), an
+// unreadable token or an unreadable TLS Secret gives a session whose calls fail at once without reaching the
+// GCS.
 func (r *Reconciler) openGCS(ctx context.Context, s *state) *gcsSession {
 	if s.gcs != nil {
 		return s.gcs
@@ -42,7 +43,12 @@ func (r *Reconciler) openGCS(ctx context.Context, s *state) *gcsSession {
 		g.client = failedClient{err}
 		return g
 	}
-	bc := newBudgetedClient(r.rayClient(g.address, token))
+	files, err := r.readTLSFiles(ctx, s)
+	if err != nil {
+		g.client = failedClient{err}
+		return g
+	}
+	bc := newBudgetedClient(r.rayClient(g.address, ray.Credentials{Token: token, TLS: files}))
 	g.client, g.spent, g.failure = bc, bc.spent, bc.failure
 	return g
 }

@@ -278,7 +278,7 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 // failingRay is a GCS that never answers.
 type failingRay struct{}
 
-func (failingRay) Dial(string, string) (ray.Client, error) {
+func (failingRay) Dial(string, ray.Credentials) (ray.Client, error) {
 	return failedClient{errors.New("unreachable")}, nil
 }
 

@@ -279,11 +279,13 @@ func TestDeadPodsAreDeletedAndLivePodsAreNot(t *testing.T) {
 type fakeRay struct {
 	nodes   []ray.Node
 	drained []string
-	tokens  []string // the token of each Dial
+	tokens  []string        // the token of each Dial
+	tls     []*ray.TLSFiles // the TLS material of each Dial
 }
 
-func (f *fakeRay) Dial(_, token string) (ray.Client, error) {
-	f.tokens = append(f.tokens, token)
+func (f *fakeRay) Dial(_ string, creds ray.Credentials) (ray.Client, error) {
+	f.tokens = append(f.tokens, creds.Token)
+	f.tls = append(f.tls, creds.TLS)
 	return f, nil
 }
 func (f *fakeRay) Nodes(context.Context) ([]ray.Node, error) {

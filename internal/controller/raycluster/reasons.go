@@ -63,4 +63,10 @@ const (
 	EventFailedToUpdateNetworkPolicy = "FailedToUpdateNetworkPolicy"
 	EventFailedToDeleteNetworkPolicy = "FailedToDeleteNetworkPolicy"
 	EventNetworkPolicyNameCollision  = "NetworkPolicyNameCollision"
+
+	// KubeRay v1.7's mTLS reasons.
+	EventMTLSFailedToReconcile   = "MTLSFailedToReconcile"
+	EventMTLSCertsNotReady       = "MTLSCertsNotReady"
+	EventMTLSPKIReady            = "MTLSPKIReady"
+	EventMTLSCertificatesUpdated = "MTLSCertificatesUpdated"
 )

@@ -69,10 +69,16 @@ type Reconciler struct {
 	// phase runs and the NetworkPolicies the RayClusters control are watched. Off, neither happens, and
 	// validation refuses the field.
 	NetworkPolicies bool
+	// MTLS serves spec.tlsOptions (KubeRay's RayClusterMTLS gate, with cert-manager's API served): the
+	// tls-certificates phase runs and the Issuers and Certificates the RayClusters control are watched.
+	MTLS bool
 
 	// createdSecrets remembers, by RayCluster, the auth Secret known to exist ("<cluster UID>/<Secret name>"):
 	// kray does not watch Secrets. A deleted RayCluster's entry goes with it.
 	createdSecrets sync.Map
+	// ownedSecrets remembers the certificate Secrets that carry their Certificate's owner reference (Secret
+	// to Certificate UID): kray does not watch Secrets.
+	ownedSecrets sync.Map
 	// progress holds back status changes that only move pod counts (see writeStatus).
 	progress heldProgress
 	// gcs pauses the calls to a cluster's GCS that keeps failing to answer.
@@ -97,11 +103,16 @@ const (
 	phaseHeadlessService  = "headless-worker-service"
 	phaseServeService     = "serve-service"
 	phaseNetworkPolicies  = "network-policies"
+	phaseCertificates     = "tls-certificates"
 	phaseReplicaLabels    = "replica-labels"
 	phaseWorkerDrain      = "worker-drain"
 	phaseWorkerMembership = "worker-membership"
 	phaseDeadPodsDeletion = "pod-hygiene"
 )
+
+// errNotYet is what a phase returns, wrapped, when what the phases that need it depend on is not there yet
+// (a new cluster's certificates): they are skipped, and no failure is reported.
+var errNotYet = errors.New("not yet")
 
 // phase is one named step of a reconcile. It may queue events, to be emitted after the status write.
 type phase struct {
@@ -121,9 +132,13 @@ func (r *Reconciler) phases() []phase {
 	pre := []string{phasePreflight}
 	headNeeds := []string{phasePreflight, phaseAutoscalerRBAC, phaseAuthSecret, phaseGCSStorage}
 	workerNeeds := []string{phasePreflight, phaseAuthSecret}
-	var podGroup, networkPolicies []phase
+	var podGroup, companions []phase
 	if r.NetworkPolicies {
-		networkPolicies = []phase{{name: phaseNetworkPolicies, run: r.reconcileNetworkPolicies, needs: pre, creates: true}}
+		companions = []phase{{name: phaseNetworkPolicies, run: r.reconcileNetworkPolicies, needs: pre, creates: true}}
+	}
+	if r.MTLS {
+		companions = append(companions, phase{name: phaseCertificates, run: r.reconcileCertificates, needs: pre, creates: true})
+		headNeeds, workerNeeds = append(headNeeds, phaseCertificates), append(workerNeeds, phaseCertificates)
 	}
 	if batchscheduler.UsesPodGroups(r.BatchScheduler) {
 		// A gang's PodGroup exists before any of its pods: a pod naming a missing PodGroup is refused at Permit.
@@ -136,7 +151,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseAutoscalerRBAC, run: r.reconcileAutoscalerRBAC, needs: pre, creates: true},
 		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
 		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
-	}, append(networkPolicies, podGroup...)...), []phase{
+	}, append(companions, podGroup...)...), []phase{
 		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: headNeeds},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: workerNeeds, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
@@ -281,6 +296,9 @@ func (r *Reconciler) runTogether(ctx context.Context, s *state, ps []phase) []er
 	for i, err := range s.inCopies(len(runnable), func(i int, own *state) error { return r.runPhase(ctx, own, runnable[i]) }) {
 		if err != nil {
 			s.failed[runnable[i].name] = true
+			if errors.Is(err, errNotYet) {
+				continue // the phases that need it wait with it; nothing failed
+			}
 			failures = append(failures, fmt.Errorf("phase %s: %w", runnable[i].name, err))
 		}
 	}

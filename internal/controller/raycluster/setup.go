@@ -46,6 +46,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=issuers,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
@@ -68,7 +71,10 @@ import (
 // kept to the spec; Jobs (the Redis cleanup of a deleted cluster) created and read; the head's
 // PodDisruptionBudget created, kept to the spec and deleted (only the one the RayCluster controls) while and
 // once kray.io/head-disruption-budget asks for it; Kruise ImagePullJobs created and deleted (only those the
-// RayCluster controls) while and once kray.io/image-prepull asks for them. Kruise ContainerRecreateRequests
+// RayCluster controls) while and once kray.io/image-prepull asks for them. cert-manager's Issuers and
+// Certificates (a tlsOptions cluster's) are created, and the head's and workers' Certificates updated when
+// their pods' IPs change; their Secrets are read (the head's, whose certificate kray presents to the GCS)
+// and patched once to carry an owner reference to their Certificate. Kruise ContainerRecreateRequests
 // are created to restart a worker that lost its Ray node in place, and read one by one by name (never listed
 // or watched) to follow that restart. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
@@ -187,6 +193,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts SetupOptions) error
 	if r.NetworkPolicies {
 		// A NetworkPolicy someone changed or deleted is put back.
 		b = b.Owns(&networkingv1.NetworkPolicy{})
+	}
+	if r.MTLS {
+		// A Certificate's status says when the pods may start; an Issuer or Certificate someone deleted is
+		// put back.
+		for _, obj := range tlsObjectKinds() {
+			b = b.Owns(obj)
+		}
 	}
 	return b.
 		Named("raycluster").

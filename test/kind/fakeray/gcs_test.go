@@ -51,7 +51,7 @@ func TestDrainedRayletExits(t *testing.T) {
 	address := "127.0.0.1:" + gcsPort
 	agentPort := freePort(t)
 	worker := startNode(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+agentPort, "--node-manager-port="+freePort(t))
-	client, err := (&ray.GRPCDialer{}).Dial(address, "")
+	client, err := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRayletOfARestartedGCSExitsAtItsSelfCheck(t *testing.T) {
 	stopOld, oldDone := startHead(t, gcsPort)
 	address := "127.0.0.1:" + gcsPort
 	worker := startNode(t, "worker-c", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
-	client, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	client, _ := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
 	listed := func() bool {
 		nodes, _ := client.Nodes(context.Background())
 		n, ok := ray.FindNode(nodes, "worker-c", "")
@@ -172,7 +172,7 @@ func TestZombieWorkerJoinsOnlyAfterARestart(t *testing.T) {
 	startNode(t, "head-0", "--head", "--port="+gcsPort, "--dashboard-port="+freePort(t),
 		"--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	address := "127.0.0.1:" + gcsPort
-	client, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	client, _ := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
 	listed := func() bool {
 		nodes, _ := client.Nodes(context.Background())
 		_, ok := ray.FindNode(nodes, "worker-z", "")

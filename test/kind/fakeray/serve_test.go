@@ -33,7 +33,7 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 	address := "127.0.0.1:" + gcsPort
 	_, proxyA := startNodeServing(t, "worker-a", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
 	_, proxyB := startNodeServing(t, "worker-b", "--address="+address, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
-	gcsClient, _ := (&ray.GRPCDialer{}).Dial(address, "")
+	gcsClient, _ := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
 	waitFor(t, func() bool { nodes, _ := gcsClient.Nodes(context.Background()); return len(nodes) == 3 })
 	if proxyHealthy(headProxy) || proxyHealthy(proxyA) {
 		t.Fatal("proxies answer before Serve runs")

@@ -262,7 +262,7 @@ func listNodes(f flags) int {
 	if address == "" {
 		address = "127.0.0.1:" + defaultGCSPort
 	}
-	c, err := (&ray.GRPCDialer{}).Dial(address, "")
+	c, err := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
 	if err != nil {
 		return fail(err)
 	}

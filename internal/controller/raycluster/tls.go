@@ -1,0 +1,243 @@
+package raycluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/builder"
+	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/names"
+	"github.com/kray-project/kray/pkg/ray"
+)
+
+// errCertificatesNotReady holds a new cluster's head and workers back until cert-manager has issued the
+// certificates their pods mount; the Certificates' own status changes reconcile the cluster again, and
+// certificatesRetry does if no such change comes.
+var errCertificatesNotReady = fmt.Errorf("%w: cert-manager has not issued the head's and the workers' certificates yet", errNotYet)
+
+// certificatesRetry is how soon a cluster waiting for its certificates is looked at again without an event
+// (KubeRay's 30 s).
+const certificatesRetry = 30 * time.Second
+
+// reconcileCertificates keeps the cert-manager objects of a tlsOptions cluster (builder.TLSObjects): the
+// Issuers and the CA Certificate are created once, as KubeRay does; the head's and the workers' Certificates
+// are created, and brought back to the spec when the pods' IPs (their IP SANs) or kray's labels changed,
+// which makes cert-manager reissue them. Each certificate's Secret gets an owner reference to its Certificate,
+// so deleting the cluster deletes the Secrets too. A new cluster's workloads wait for both node certificates
+// (errCertificatesNotReady); an existing cluster's pods wait in their wait-for-tls-ip-san init container.
+func (r *Reconciler) reconcileCertificates(ctx context.Context, s *state) error {
+	if !builder.TLSEnabled(s.effective) {
+		return nil
+	}
+	headIPs, workerIPs := nodeIPs(s.children.pods)
+	desired := builder.TLSObjects(s.effective, r.Options, headIPs, workerIPs)
+	var errs []error
+	live := map[string]*unstructured.Unstructured{}
+	for _, d := range desired {
+		got, err := r.reconcileTLSObject(ctx, s, d)
+		if err != nil {
+			s.warn(EventMTLSFailedToReconcile, "Failed to reconcile mTLS %s %s/%s: %v", d.GetKind(), d.GetNamespace(), d.GetName(), err)
+			errs = append(errs, err)
+			continue
+		}
+		live[d.GetName()] = got
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, name := range []string{names.TLSCACertificate(s.rc.Name), names.TLSHeadCertificate(s.rc.Name), names.TLSWorkerCertificate(s.rc.Name)} {
+		if err := r.ownSecret(ctx, live[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 || s.children.headSet != nil {
+		return errors.Join(errs...)
+	}
+	head, worker := live[names.TLSHeadCertificate(s.rc.Name)], live[names.TLSWorkerCertificate(s.rc.Name)]
+	if !certificateReady(head) || !certificateReady(worker) {
+		s.normal(EventMTLSCertsNotReady, "Waiting for cert-manager to issue mTLS certificates")
+		s.retryAfter(certificatesRetry)
+		return errCertificatesNotReady
+	}
+	s.normal(EventMTLSPKIReady, "mTLS PKI is ready: CA, head, and worker certificates issued")
+	return nil
+}
+
+// reconcileTLSObject creates desired, or brings the node Certificate the RayCluster controls back to its spec
+// and labels; it returns the object as it now is. The Issuers and the CA Certificate are never updated.
+func (r *Reconciler) reconcileTLSObject(ctx context.Context, s *state, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(desired.GroupVersionKind())
+	made, err := r.createIfMissing(ctx, desired, live)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("create %s %s: %w", desired.GetKind(), desired.GetName(), err)
+	case made:
+		return desired, nil
+	case !ownedBy(live, s.rc):
+		return nil, notOwnedError(desired.GetKind(), desired.GetName())
+	case !updatable(desired):
+		return live, nil
+	}
+	if equality.Semantic.DeepEqual(live.Object["spec"], desired.Object["spec"]) && hasAll(live.GetLabels(), desired.GetLabels()) {
+		return live, nil
+	}
+	updated := live.DeepCopy()
+	updated.Object["spec"] = desired.Object["spec"]
+	updated.SetLabels(withAll(updated.GetLabels(), desired.GetLabels()))
+	if err := r.Writer.Update(ctx, updated); err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", desired.GetKind(), desired.GetName(), err)
+	}
+	ips, _, _ := unstructured.NestedStringSlice(desired.Object, "spec", "ipAddresses")
+	s.normal(EventMTLSCertificatesUpdated, "Updated %s SANs (IPs: %v)", desired.GetName(), ips)
+	return updated, nil
+}
+
+// updatable reports whether kray keeps obj to its spec after creating it: only the head's and the workers'
+// Certificates, whose IP SANs follow the pods.
+func updatable(obj *unstructured.Unstructured) bool {
+	c := obj.GetLabels()[constants.LabelComponent]
+	return c == builder.TLSComponentHeadCertificate || c == builder.TLSComponentWorkerCert
+}
+
+// certificateReady reports whether cert-manager has issued cert's current spec (condition Ready at its
+// generation).
+func certificateReady(cert *unstructured.Unstructured) bool {
+	if cert == nil {
+		return false
+	}
+	conditions, _, _ := unstructured.NestedSlice(cert.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Ready" {
+			continue
+		}
+		gen, _, _ := unstructured.NestedInt64(m, "observedGeneration")
+		return m["status"] == string(metav1.ConditionTrue) && gen == cert.GetGeneration()
+	}
+	return false
+}
+
+// nodeIPs returns the IPs of the cluster's running head and worker pods, the IP SANs of their certificates.
+func nodeIPs(pods []corev1.Pod) (head, worker []string) {
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		switch p.Labels[constants.LabelNodeType] {
+		case constants.NodeTypeHead:
+			head = append(head, p.Status.PodIP)
+		case constants.NodeTypeWorker:
+			worker = append(worker, p.Status.PodIP)
+		}
+	}
+	return head, worker
+}
+
+// ownSecret adds an owner reference to cert on the Secret cert-manager wrote for it, once, so that deleting
+// the cluster (and with it the Certificate) deletes the Secret and its private key; cert-manager leaves the
+// Secret behind by default. Secrets are not cached: the metadata is read once per Secret per operator run.
+func (r *Reconciler) ownSecret(ctx context.Context, cert *unstructured.Unstructured) error {
+	if cert == nil || cert.GetUID() == "" {
+		return nil
+	}
+	name, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	key := types.NamespacedName{Namespace: cert.GetNamespace(), Name: name}
+	if done, ok := r.ownedSecrets.Load(key); ok && done == cert.GetUID() {
+		return nil
+	}
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	switch err := r.APIReader.Get(ctx, key, secret); {
+	case apierrors.IsNotFound(err):
+		return nil // not issued yet
+	case err != nil:
+		return fmt.Errorf("read Secret %s: %w", name, err)
+	}
+	ref := metav1.OwnerReference{APIVersion: builder.CertificateGVK.GroupVersion().String(), Kind: builder.CertificateGVK.Kind, Name: cert.GetName(), UID: cert.GetUID()}
+	for _, o := range secret.GetOwnerReferences() {
+		if o.UID == ref.UID {
+			r.ownedSecrets.Store(key, cert.GetUID())
+			return nil
+		}
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.SetOwnerReferences(append(secret.GetOwnerReferences(), ref))
+	if err := r.Writer.Patch(ctx, secret, patch); err != nil {
+		return fmt.Errorf("add the owner reference of Certificate %s to Secret %s: %w", cert.GetName(), name, err)
+	}
+	r.ownedSecrets.Store(key, cert.GetUID())
+	return nil
+}
+
+// readTLSFiles reads the head's certificate Secret of a tlsOptions cluster, which kray presents to its GCS and
+// verifies the GCS with; nil for a cluster without mTLS.
+func (r *Reconciler) readTLSFiles(ctx context.Context, s *state) (*ray.TLSFiles, error) {
+	if !builder.TLSEnabled(s.effective) {
+		return nil, nil
+	}
+	name := names.TLSHeadSecret(s.rc.Name)
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("read the head's TLS Secret %s, whose certificate kray presents to the GCS: %w", name, err)
+	}
+	for _, k := range []string{builder.TLSSecretCert, builder.TLSSecretKey, builder.TLSSecretCA} {
+		if len(secret.Data[k]) == 0 {
+			return nil, fmt.Errorf("the head's TLS Secret %s has no %s", name, k)
+		}
+	}
+	return &ray.TLSFiles{Cert: secret.Data[builder.TLSSecretCert], Key: secret.Data[builder.TLSSecretKey], CA: secret.Data[builder.TLSSecretCA]}, nil
+}
+
+// CertManagerServed reports whether the API server serves cert-manager's Issuers and Certificates
+// (cert-manager.io/v1), which a tlsOptions cluster needs; it is asked once, at start (KubeRay's behaviour:
+// install cert-manager, then restart the operator).
+func CertManagerServed(d discovery.DiscoveryInterface) (bool, error) {
+	gv := builder.CertificateGVK.GroupVersion().String()
+	resources, err := d.ServerResourcesForGroupVersion(gv)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("discover %s: %w", gv, err)
+	}
+	var issuers, certificates bool
+	for _, r := range resources.APIResources {
+		issuers = issuers || r.Name == "issuers"
+		certificates = certificates || r.Name == "certificates"
+	}
+	return issuers && certificates, nil
+}
+
+// tlsObjectKinds are empty cert-manager objects of the kinds kray writes, for the cache and the watches.
+func tlsObjectKinds() []client.Object {
+	var out []client.Object
+	for _, gvk := range []schema.GroupVersionKind{builder.IssuerGVK, builder.CertificateGVK} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		out = append(out, u)
+	}
+	return out
+}
+
+// CacheCertificates scopes the cache of cert-manager's Issuers and Certificates to those labelled with
+// ray.io/cluster, for an operator that serves tlsOptions.
+func CacheCertificates(opts *cache.Options) {
+	for _, obj := range tlsObjectKinds() {
+		opts.ByObject[obj] = cache.ByObject{Label: ownedSelector()}
+	}
+}
