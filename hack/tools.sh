@@ -3,7 +3,7 @@
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
 #   all                 kube etcd kwok kruise-compat kruise kueue scheduler-plugins yunikorn
-#                       controller-gen
+#                       cert-manager controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
@@ -18,6 +18,9 @@
 #   yunikorn            yunikorn-scheduler (github.com/apache/yunikorn-k8shim/pkg/cmd/shim, against KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its placeholders)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
+#   cert-manager        cert-manager-controller (hack/certmanager: cert-manager's own controllers, SelfSigned and CA
+#                       issuers, from github.com/cert-manager/cert-manager; the mTLS tests issue Ray's certificates
+#                       with it)
 #   kind                kind            (sigs.k8s.io/kind; only for the kind cluster, not part of "all")
 #   kind-node           what the kind cluster's images carry, not part of "all": kube's three, kubelet kubeadm
 #                       kube-proxy kubectl (k8s.io/kubernetes), etcd, coredns (github.com/coredns/coredns) and kind
@@ -181,9 +184,18 @@ build_in_wrapper() {
   rm -f "${wrapper}/go.sum"
   (
     cd "${wrapper}"
-    go get "${pkg}@${version}" >&2
+    local build_args=("${pkg}")
+    if [[ "${pkg}" == ./hack/* ]]; then
+      # A command of kray's own (build tag: the directory's name) linked against the module's packages.
+      rm -f ./*.go
+      cp "${ROOT}/${pkg#./}"/*.go .
+      go get "${module}@${version}" >&2
+      build_args=(-tags "$(basename "${pkg}")" .)
+    else
+      go get "${pkg}@${version}" >&2
+    fi
     # Write to a temporary name and rename, so an interrupted build never leaves a partial binary in place.
-    go build -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}"
+    go build -ldflags "${ldflags}" -o "${out}.tmp" "${build_args[@]}"
   ) || die "building ${binary} failed (wrapper: ${wrapper})"
   mv -f "${out}.tmp" "${out}"
   link_binary "${tooldir}" "${binary}"
@@ -267,6 +279,13 @@ build_coredns() {
     "-s -w"
 }
 
+# build_cert_manager builds hack/certmanager (cert-manager's Issuer, CertificateRequest and Certificate
+# controllers, SelfSigned and CA issuers only) against cert-manager's module.
+build_cert_manager() {
+  build_in_wrapper cert-manager "${CERT_MANAGER_VERSION}" github.com/cert-manager/cert-manager ./hack/certmanager \
+    cert-manager-controller "-s -w"
+}
+
 build_controller_gen() {
   build_in_wrapper controller-gen "${CONTROLLER_TOOLS_VERSION}" sigs.k8s.io/controller-tools \
     sigs.k8s.io/controller-tools/cmd/controller-gen controller-gen "-s -w"
@@ -304,6 +323,7 @@ run_target() {
       run_target kueue
       run_target scheduler-plugins
       run_target yunikorn
+      run_target cert-manager
       run_target controller-gen
       ;;
     kube)
@@ -339,6 +359,7 @@ run_target() {
     scheduler-plugins) build_scheduler_plugins ;;
     yunikorn) build_yunikorn ;;
     controller-gen) build_controller_gen ;;
+    cert-manager) build_cert_manager ;;
     kind) build_kind ;;
     envtest-assets) envtest_assets ;;
     -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2 ;;
