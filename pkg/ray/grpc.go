@@ -114,7 +114,7 @@ func (d *GRPCDialer) Dial(address string, creds Credentials) (Client, error) {
 		return grpcClient{conn: c.cc, token: creds.Token, tls: c.tls}, nil
 	}
 	if creds.TLS != nil {
-		config, err := creds.TLS.clientConfig()
+		config, err := creds.TLS.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("dial Ray GCS %s over TLS: %w", address, err)
 		}
@@ -133,18 +133,36 @@ func (d *GRPCDialer) Dial(address string, creds Credentials) (Client, error) {
 	return grpcClient{conn: c, token: creds.Token, tls: creds.TLS != nil}, nil
 }
 
-// clientConfig is the TLS configuration of a connection to a Ray gRPC server: Ray's servers require a client
+// ClientConfig is the TLS configuration of a connection to a Ray gRPC server: Ray's servers require a client
 // certificate signed by the cluster's CA, and Ray's clients verify the server's against the dialed host.
-func (f *TLSFiles) clientConfig() (*tls.Config, error) {
+func (f *TLSFiles) ClientConfig() (*tls.Config, error) {
+	pair, pool, err := f.parse()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ServerConfig is the TLS configuration of a Ray gRPC server (RAY_USE_TLS): it presents Cert and requires a
+// client certificate that CA signed.
+func (f *TLSFiles) ServerConfig() (*tls.Config, error) {
+	pair, pool, err := f.parse()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
+}
+
+func (f *TLSFiles) parse() (tls.Certificate, *x509.CertPool, error) {
 	pair, err := tls.X509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("client certificate: %w", err)
+		return tls.Certificate{}, nil, fmt.Errorf("certificate and key: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(f.CA) {
-		return nil, errors.New("CA: no PEM certificate")
+		return tls.Certificate{}, nil, errors.New("CA: no PEM certificate")
 	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return pair, pool, nil
 }
 
 // errTLSHint is added to a failed TLS handshake: the usual cause once a cluster ran is a certificate Ray

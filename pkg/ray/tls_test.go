@@ -139,7 +139,7 @@ func TestGRPCDialerRefusesBrokenTLSMaterial(t *testing.T) {
 	ca := newTestCA(t)
 	cert, key := ca.leaf(t, "127.0.0.1")
 	d := &GRPCDialer{}
-	if _, err := d.Dial("127.0.0.1:1", Credentials{TLS: &TLSFiles{Cert: cert, Key: []byte("x"), CA: ca.pem}}); err == nil || !strings.Contains(err.Error(), "client certificate") {
+	if _, err := d.Dial("127.0.0.1:1", Credentials{TLS: &TLSFiles{Cert: cert, Key: []byte("x"), CA: ca.pem}}); err == nil || !strings.Contains(err.Error(), "certificate and key") {
 		t.Errorf("broken key: %v", err)
 	}
 	if _, err := d.Dial("127.0.0.1:1", Credentials{TLS: &TLSFiles{Cert: cert, Key: key, CA: []byte("none")}}); err == nil || !strings.Contains(err.Error(), "CA: no PEM certificate") {

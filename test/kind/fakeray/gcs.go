@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -296,7 +295,7 @@ func call(ctx context.Context, address, method string, req []byte) error {
 // callReply makes one raw call to address and returns the reply.
 func callReply(ctx context.Context, address, method string, req []byte) ([]byte, error) {
 	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		transport())
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func TestRayletWithoutGCSExits(t *testing.T) {
 	headNode := node{instance: "head-0", servePort: freePort(t)}
 	go func() { headDone <- startUntil(headCtx, head, headNode) }()
 	worker := startNode(t, "worker-b", "--address=127.0.0.1:"+gcsPort, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
-	client, _ := (&ray.GRPCDialer{}).Dial("127.0.0.1:"+gcsPort, "")
+	client, _ := (&ray.GRPCDialer{}).Dial("127.0.0.1:"+gcsPort, ray.Credentials{})
 	waitFor(t, func() bool {
 		nodes, _ := client.Nodes(context.Background())
 		_, ok := ray.FindNode(nodes, "worker-b", "")

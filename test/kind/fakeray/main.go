@@ -49,6 +49,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: ray start|health-check|job|stop ...")
 		return 2
 	}
+	if err := checkTLS(); err != nil {
+		fmt.Fprintln(os.Stderr, "ray:", err)
+		return 1
+	}
 	switch args[0] {
 	case "start":
 		return start(parseFlags(args[1:]))

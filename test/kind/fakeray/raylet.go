@@ -48,7 +48,11 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs 
 	if err != nil {
 		return nil, err
 	}
-	r.server = grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(r.handle))
+	opts, err := serverOptions()
+	if err != nil {
+		return nil, err
+	}
+	r.server = grpc.NewServer(append(opts, grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(r.handle))...)
 	go func() {
 		if err := r.server.Serve(lis); err != nil { // nil once stopped: the drained raylet's exit
 			errs <- err

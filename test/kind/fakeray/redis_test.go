@@ -41,7 +41,7 @@ func TestFaultTolerantGCSKeepsItsWorkers(t *testing.T) {
 	stopOld, oldDone := startHead(t, gcsPort)
 	gcsAddress := "127.0.0.1:" + gcsPort
 	worker := startNode(t, "worker-f", "--address="+gcsAddress, "--dashboard-agent-listen-port="+freePort(t), "--node-manager-port="+freePort(t))
-	client, _ := (&ray.GRPCDialer{}).Dial(gcsAddress, "")
+	client, _ := (&ray.GRPCDialer{}).Dial(gcsAddress, ray.Credentials{})
 	var before ray.Node
 	waitFor(t, func() bool {
 		nodes, _ := client.Nodes(context.Background())

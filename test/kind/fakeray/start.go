@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kray-project/kray/pkg/ray"
 )
@@ -108,7 +107,11 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		}
 		sv = &serve{gcs: g, head: func() []byte { return headID.Load().([]byte) }}
 		g.serve = sv
-		server := grpc.NewServer(grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))
+		opts, err := serverOptions()
+		if err != nil {
+			return fail(err)
+		}
+		server := grpc.NewServer(append(opts, grpc.ForceServerCodec(ray.RawCodec{}), grpc.UnknownServiceHandler(g.handle))...)
 		go func() { errs <- server.Serve(lis) }()
 		defer server.Stop()
 		go g.checkHealth(ctx)
@@ -216,7 +219,7 @@ func checkAlive(ctx context.Context, address string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		transport())
 	if err != nil {
 		return false
 	}
@@ -262,7 +265,7 @@ func listNodes(f flags) int {
 	if address == "" {
 		address = "127.0.0.1:" + defaultGCSPort
 	}
-	c, err := (&ray.GRPCDialer{}).Dial(address, ray.Credentials{})
+	c, err := (&ray.GRPCDialer{}).Dial(address, clientCredentials())
 	if err != nil {
 		return fail(err)
 	}
