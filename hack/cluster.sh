@@ -30,6 +30,9 @@
 #   start-yunikorn      start Apache YuniKorn's scheduler (YUNIKORN_VERSION, built on demand) out of cluster beside
 #                       kube-scheduler, and wait until it is healthy.
 #   stop-yunikorn       stop it. `down` stops it too.
+#   start-cert-manager  start cert-manager's Issuer and Certificate controllers (CERT_MANAGER_VERSION, built on
+#                       demand) out of cluster with cert-manager's CRDs, and wait until they are ready.
+#   stop-cert-manager   stop them (the CRDs, Issuers, Certificates and Secrets stay). `down` stops them too.
 #   install-volcano-crds
 #                       apply Volcano's PodGroup and Queue CRDs (VOLCANO_VERSION's module; no Volcano scheduler runs).
 #   install-gateway-crds
@@ -54,6 +57,7 @@
 #   29882 kueue metrics        KRAY_KUEUE_METRICS_PORT
 #   26260 scheduler-plugins    KRAY_SCHEDULER_PLUGINS_PORT    (https /healthz)
 #    9080 yunikorn             fixed by YuniKorn, binds 0.0.0.0 (http /ws/v1/scheduler/healthcheck)
+#   29890 cert-manager         KRAY_CERT_MANAGER_HEALTH_PORT  (http /readyz)
 #
 # Other environment:
 #   KRAY_NODES=4  KRAY_NODE_CPU=1000  KRAY_NODE_MEMORY=2000Gi  KRAY_NODE_PODS=1000
@@ -95,6 +99,7 @@ KRUISE_METRICS_PORT="${KRAY_KRUISE_METRICS_PORT:-29878}"
 KUEUE_WEBHOOK_PORT="${KRAY_KUEUE_WEBHOOK_PORT:-29880}"
 KUEUE_HEALTH_PORT="${KRAY_KUEUE_HEALTH_PORT:-29881}"
 KUEUE_METRICS_PORT="${KRAY_KUEUE_METRICS_PORT:-29882}"
+CERT_MANAGER_HEALTH_PORT="${KRAY_CERT_MANAGER_HEALTH_PORT:-29890}"
 
 NODES="${KRAY_NODES:-4}"
 NODE_CPU="${KRAY_NODE_CPU:-1000}"
@@ -142,6 +147,7 @@ declare -A BINARY=(
   [kueue]="${TOOLS}/kueue-${KUEUE_VERSION}/kueue"
   [scheduler-plugins]="${TOOLS}/scheduler-plugins-${SCHEDULER_PLUGINS_VERSION}/scheduler-plugins"
   [yunikorn]="${TOOLS}/yunikorn-${YUNIKORN_VERSION}/yunikorn-scheduler"
+  [cert-manager]="${TOOLS}/cert-manager-${CERT_MANAGER_VERSION}/cert-manager-controller"
 )
 # LAUNCHER runs before a binary, in its process (see start_process); Kueue's sets up a private mount namespace.
 declare -A LAUNCHER=()
@@ -163,7 +169,7 @@ require_commands() {
 }
 
 # The functions, by concern.
-for lib in processes pki components objects kueue schedulerplugins yunikorn volcano gateway; do
+for lib in processes pki components objects kueue schedulerplugins yunikorn certmanager volcano gateway; do
   # shellcheck source=/dev/null
   source "${ROOT}/hack/lib/${lib}.sh"
 done
@@ -227,7 +233,7 @@ cmd_down() {
   [[ -d "${STATE_DIR}" ]] || { log "nothing to stop (no ${STATE_DIR})"; return 0; }
   lock_state
   if [[ -d "${RUN_DIR}" ]]; then
-    stop_processes yunikorn scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
+    stop_processes cert-manager yunikorn scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
     stop_processes kube-apiserver
     stop_processes etcd
   fi
@@ -351,6 +357,21 @@ cmd_stop_yunikorn() {
   stop_processes yunikorn
 }
 
+cmd_start_cert_manager() {
+  require_commands
+  require_apiserver
+  lock_state
+  prepare_state
+  start_certmanager
+  ready_certmanager
+  log "cert-manager ready"
+}
+
+cmd_stop_cert_manager() {
+  lock_state
+  stop_processes cert-manager
+}
+
 cmd_install_volcano_crds() {
   require_commands
   require_apiserver
@@ -421,6 +442,8 @@ main() {
     stop-scheduler-plugins) cmd_stop_scheduler_plugins ;;
     start-yunikorn) cmd_start_yunikorn ;;
     stop-yunikorn) cmd_stop_yunikorn ;;
+    start-cert-manager) cmd_start_cert_manager ;;
+    stop-cert-manager) cmd_stop_cert_manager ;;
     install-volcano-crds) cmd_install_volcano_crds ;;
     install-gateway-crds) cmd_install_gateway_crds ;;
     kubeconfig-for-sa) cmd_kubeconfig_for_sa "$@" ;;

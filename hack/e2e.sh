@@ -20,9 +20,12 @@ export KRAY_E2E_GCS_ADDRESS="${KRAY_E2E_GCS_ADDRESS:-127.0.0.1:26379}"
 # controller calls, and the Serve proxies of RayService head pods.
 export KRAY_E2E_DASHBOARD_ADDRESS="${KRAY_E2E_DASHBOARD_ADDRESS:-127.0.0.1:28265}"
 # KubeRay's alpha gates of the features kray serves, on: spec.networkPolicy (the local cluster makes the
-# NetworkPolicies and enforces none), the embedded RocksDB GCS fault tolerance backend and the history
-# server's collector.
-export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --feature-gates=RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/c/{namespace}/{cluster} --ray-serve-probe-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/p/{namespace}/{pod}"
+# NetworkPolicies and enforces none), the embedded RocksDB GCS fault tolerance backend, the history
+# server's collector and spec.tlsOptions (with the real cert-manager, started first: the operator asks at
+# start whether its API is served).
+"${ROOT}/hack/cluster.sh" start-cert-manager >&2
+export KRAY_E2E_CERT_MANAGER=1
+export KRAY_OPERATOR_ARGS="${KRAY_OPERATOR_ARGS:-} --feature-gates=RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true,RayClusterMTLS=true --ray-gcs-address=${KRAY_E2E_GCS_ADDRESS} --ray-dashboard-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/c/{namespace}/{cluster} --ray-serve-probe-address=http://${KRAY_E2E_DASHBOARD_ADDRESS}/p/{namespace}/{pod}"
 # The real Kueue, with its Ray integrations, for the tests that queue RayClusters and RayJobs.
 "${ROOT}/hack/cluster.sh" start-kueue >&2
 export KRAY_E2E_KUEUE=1
@@ -49,7 +52,7 @@ if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/ku
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
-for component in kray-operator kruise-manager kueue scheduler-plugins yunikorn kube-apiserver; do
+for component in kray-operator kruise-manager kueue scheduler-plugins yunikorn cert-manager kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue
   printf '\n===== last 60 lines of %s =====\n' "${log}" >&2
