@@ -308,7 +308,7 @@ func TestDrainOnTokenAuthCluster(t *testing.T) {
 	gcs.requireToken(ns, token)
 
 	victim := podNames(workerPods(g, rc, group(rc).GroupName))[0]
-	unauthenticated, err := (&ray.GRPCDialer{}).Dial(os.Getenv("KRAY_E2E_GCS_ADDRESS"), "")
+	unauthenticated, err := (&ray.GRPCDialer{}).Dial(os.Getenv("KRAY_E2E_GCS_ADDRESS"), ray.Credentials{})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = unauthenticated.Drain(context.Background(), fakeNodeID(g, ns, victim), "test", time.Now().Add(time.Minute))
 	g.Expect(grpcstatus.Code(err)).To(Equal(codes.Unauthenticated), "the fake GCS must refuse a drain without the token")

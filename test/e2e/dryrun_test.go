@@ -41,7 +41,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			}
 			rc.Namespace = ns
 			rc.UID = "00000000-0000-4000-8000-000000000000"
-			if err := validation.SpecWith(rc, validation.ClusterOptions{Gates: servedGates(t)}); err != nil {
+			if err := validation.SpecWith(rc, validation.ClusterOptions{Gates: servedGates(t), CertManager: true}); err != nil {
 				t.Fatalf("input is invalid: %v", err)
 			}
 			objs := []client.Object{builder.HeadService(rc, builder.Options{}), builder.HeadStatefulSet(rc, builder.Options{})}
@@ -68,7 +68,7 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 func servedGates(t *testing.T) featuregate.FeatureGate {
 	t.Helper()
 	g := features.New()
-	if err := (features.Flag{Gate: g}).Set("RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true"); err != nil {
+	if err := (features.Flag{Gate: g}).Set("RayClusterNetworkPolicy=true,GCSFaultToleranceEmbeddedStorage=true,RayClusterHistoryServer=true,RayClusterMTLS=true"); err != nil {
 		t.Fatal(err)
 	}
 	return g

@@ -33,7 +33,6 @@ var rayClusterSamplesNotReadyHere = map[string]string{
 	"ray-cluster.embedded-gcs-ft.yaml":          "a storage provisioner for its PersistentVolumeClaim",
 	"ray-cluster.persistent-redis.yaml":         "a storage provisioner for its PersistentVolumeClaim",
 	"ray-cluster.persistent-redis-sidecar.yaml": "a storage provisioner for its PersistentVolumeClaim",
-	"ray-cluster.mtls.yaml":                     "the RayClusterMTLS gate (refused: ValidationFailed)",
 }
 
 // sampleKinds are the kinds of a sample file's documents that are created beside its RayCluster: the
