@@ -4,8 +4,9 @@
 #
 # Usage: hack/kind.sh up | down | images | dockerfile | docker | env
 #   up      the Docker engine (started when none answers), every image, a kind cluster, Kruise from the manifests
-#           in its Go module and kray from charts/kray; the kubeconfig is left at .local/kind/kubeconfig
-#   down    deletes the cluster and its network, and stops the Docker engine if this script started it; the
+#           in its Go module, cert-manager's controllers on this host (its CRDs from its module) and kray from
+#           charts/kray with RayClusterMTLS on; the kubeconfig is left at .local/kind/kubeconfig
+#   down    deletes the cluster and its network, stops cert-manager and the Docker engine if this script started it; the
 #           images stay, as the cache of the next `up` (.kind/docker)
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
 #   dockerfile  builds ./Dockerfile unchanged (kray-operator:dockerfile) on local images of its two bases
@@ -473,10 +474,51 @@ install_gateway_crds() {
   done
 }
 
-# install_kray applies charts/kray with the operator image built here.
+# install_certmanager applies cert-manager's CRDs from its module and runs its Issuer and Certificate
+# controllers (hack/tools.sh cert-manager) on this host against the cluster's API server, as a platform's
+# cert-manager would issue a tlsOptions cluster's certificates; down stops it. It comes before kray, which
+# asks at start whether cert-manager's API is served.
+install_certmanager() {
+  local binary="${BIN_DIR}/tools/cert-manager-${CERT_MANAGER_VERSION}/cert-manager-controller" crds
+  [[ -x "${binary}" ]] || "${ROOT}/hack/tools.sh" cert-manager
+  crds="$(module_dir "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}")/deploy/crds"
+  "${KUBECTL}" apply --server-side --force-conflicts -f "${crds}" >/dev/null
+  "${KUBECTL}" wait --for=condition=Established --timeout=60s -f "${crds}" >/dev/null
+  stop_certmanager
+  setsid "${binary}" --kubeconfig="${KUBECONFIG_FILE}" --health-address="127.0.0.1:${CERT_MANAGER_HEALTH_PORT}" \
+    >"${CERT_MANAGER_LOG}" 2>&1 </dev/null &
+  echo $! >"${CERT_MANAGER_PID}"
+  local deadline=$((SECONDS + 120))
+  until curl -sf --max-time 2 "http://127.0.0.1:${CERT_MANAGER_HEALTH_PORT}/readyz" >/dev/null; do
+    kill -0 "$(cat "${CERT_MANAGER_PID}")" 2>/dev/null || die "cert-manager-controller exited: $(tail -n 20 "${CERT_MANAGER_LOG}")"
+    ((SECONDS < deadline)) || die "cert-manager-controller not ready after 120 s: $(tail -n 20 "${CERT_MANAGER_LOG}")"
+    sleep 0.5
+  done
+}
+
+# stop_certmanager stops the cert-manager controller install_certmanager started, if it runs.
+stop_certmanager() {
+  [[ -f "${CERT_MANAGER_PID}" ]] || return 0
+  local pid
+  pid="$(cat "${CERT_MANAGER_PID}")"
+  if kill -0 "${pid}" 2>/dev/null; then
+    kill "${pid}" 2>/dev/null || true
+    local deadline=$((SECONDS + 10))
+    while kill -0 "${pid}" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+    kill -9 "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${CERT_MANAGER_PID}"
+}
+
+CERT_MANAGER_PID="${ROOT}/.local/kind/cert-manager.pid"
+CERT_MANAGER_LOG="${ROOT}/.local/kind/cert-manager.log"
+CERT_MANAGER_HEALTH_PORT="${KRAY_KIND_CERT_MANAGER_HEALTH_PORT:-29891}"
+
+# install_kray applies charts/kray with the operator image built here, and KubeRay's RayClusterMTLS gate on.
 install_kray() {
   local values="${BUILD_DIR}/kray-values.yaml"
-  printf 'image:\n  repository: %s\n  tag: %s\n  pullPolicy: Never\n' "${OPERATOR_IMAGE%:*}" "${OPERATOR_IMAGE##*:}" >"${values}"
+  printf 'image:\n  repository: %s\n  tag: %s\n  pullPolicy: Never\nfeatureGates:\n  RayClusterMTLS: true\n' \
+    "${OPERATOR_IMAGE%:*}" "${OPERATOR_IMAGE##*:}" >"${values}"
   "${KUBECTL}" create namespace kray-system --dry-run=client -o yaml | "${KUBECTL}" apply -f - >/dev/null
   (cd "${ROOT}" && go run ./hack/kind/render -chart charts/kray -name kray -namespace kray-system -values "${values}") \
     >"${BUILD_DIR}/kray.yaml"
@@ -492,6 +534,7 @@ up() {
   timed "load images" load_images
   timed "kruise" install_kruise
   timed "gateway api" install_gateway_crds
+  timed "cert-manager" install_certmanager
   timed "kray" install_kray
   log "ready: export KUBECONFIG=${KUBECONFIG_FILE}"
 }
@@ -512,6 +555,7 @@ down() {
       docker network rm kind >/dev/null
     fi
   fi
+  stop_certmanager
   stop_own_docker
   rm -f "${KUBECONFIG_FILE}"
 }
