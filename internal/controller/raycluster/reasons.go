@@ -65,8 +65,9 @@ const (
 	EventNetworkPolicyNameCollision  = "NetworkPolicyNameCollision"
 
 	// KubeRay v1.7's mTLS reasons.
-	EventMTLSFailedToReconcile   = "MTLSFailedToReconcile"
-	EventMTLSCertsNotReady       = "MTLSCertsNotReady"
-	EventMTLSPKIReady            = "MTLSPKIReady"
-	EventMTLSCertificatesUpdated = "MTLSCertificatesUpdated"
+	EventMTLSFailedToReconcile       = "MTLSFailedToReconcile"
+	EventMTLSCertsNotReady           = "MTLSCertsNotReady"
+	EventMTLSPKIReady                = "MTLSPKIReady"
+	EventMTLSCertificatesUpdated     = "MTLSCertificatesUpdated"
+	EventMTLSCertificateExpiringSoon = "MTLSCertificateExpiringSoon"
 )

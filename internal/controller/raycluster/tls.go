@@ -62,6 +62,10 @@ func (r *Reconciler) reconcileCertificates(ctx context.Context, s *state) error 
 		if err := r.ownSecret(ctx, live[name]); err != nil {
 			errs = append(errs, err)
 		}
+		if left, ok := expiresIn(live[name], r.clock()); ok && left < expiryWarning {
+			s.warn(EventMTLSCertificateExpiringSoon, "TLS certificate %s expires in %.1f hours; Ray does not hot-reload certs so a pod restart will be needed after renewal",
+				name, left.Hours())
+		}
 	}
 	if len(errs) > 0 || s.children.headSet != nil {
 		return errors.Join(errs...)
@@ -104,6 +108,23 @@ func (r *Reconciler) reconcileTLSObject(ctx context.Context, s *state, desired *
 	ips, _, _ := unstructured.NestedStringSlice(desired.Object, "spec", "ipAddresses")
 	s.normal(EventMTLSCertificatesUpdated, "Updated %s SANs (IPs: %v)", desired.GetName(), ips)
 	return updated, nil
+}
+
+// expiryWarning is how close to its end a certificate is reported (KubeRay's 24 hours): Ray keeps the
+// certificate it loaded at start, so its pods need a restart after the renewal.
+const expiryWarning = 24 * time.Hour
+
+// expiresIn is how long cert stays valid by its status.notAfter, if cert-manager reported one.
+func expiresIn(cert *unstructured.Unstructured, now time.Time) (time.Duration, bool) {
+	if cert == nil {
+		return 0, false
+	}
+	v, _, _ := unstructured.NestedString(cert.Object, "status", "notAfter")
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return 0, false
+	}
+	return t.Sub(now), true
 }
 
 // updatable reports whether kray keeps obj to its spec after creating it: only the head's and the workers'

@@ -3,7 +3,9 @@ package raycluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -154,5 +156,36 @@ func TestTLSClusterGCSCallsPresentTheHeadCertificate(t *testing.T) {
 	rc.Name = "other"
 	if _, err := e.r.readTLSFiles(context.Background(), newState(rc, rc, children{})); err == nil {
 		t.Error("a missing head Secret gave no error")
+	}
+}
+
+// A certificate within a day of its end is reported with KubeRay's warning (Ray keeps the certificate it
+// loaded, so its pods need a restart after the renewal); one further off is not.
+func TestTLSCertificateExpiringSoonIsReported(t *testing.T) {
+	rc := cluster("c").group("g", 1).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.TLSOptions = &rayv1.TLSOptions{Enabled: ptr.To(true)}
+	}).obj()
+	e := tlsEnv(t, rc)
+	e.mustReconcile(rc)
+	e.issue("ray-head-cert-c")
+	e.issue("ray-worker-cert-c")
+	e.converge(rc)
+	e.takeEvents()
+	for name, left := range map[string]time.Duration{"ray-head-cert-c": 5 * time.Hour, "ray-worker-cert-c": 30 * 24 * time.Hour} {
+		cert := e.certificate(name)
+		_ = unstructured.SetNestedField(cert.Object, testNow.Add(left).UTC().Format(time.RFC3339), "status", "notAfter")
+		if err := e.api.Update(context.Background(), cert); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.mustReconcile(rc)
+	var warned []string
+	for _, ev := range e.takeEvents() {
+		if strings.Contains(ev, EventMTLSCertificateExpiringSoon) {
+			warned = append(warned, ev)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "ray-head-cert-c expires in 5.0 hours") {
+		t.Errorf("expiry warnings %q, want one for the head's certificate", warned)
 	}
 }
