@@ -44,6 +44,7 @@ differ.
   verbs:
   - create
   - get
+  - patch
 - apiGroups:
   - ""
   resources:
@@ -103,6 +104,25 @@ differ.
   verbs:
   - create
   - delete
+  - get
+  - list
+  - watch
+- apiGroups:
+  - cert-manager.io
+  resources:
+  - certificates
+  verbs:
+  - create
+  - get
+  - list
+  - update
+  - watch
+- apiGroups:
+  - cert-manager.io
+  resources:
+  - issuers
+  verbs:
+  - create
   - get
   - list
   - watch
