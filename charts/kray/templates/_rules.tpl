@@ -43,6 +43,7 @@ differ.
   - secrets
   verbs:
   - create
+  - delete
   - get
   - patch
 - apiGroups:

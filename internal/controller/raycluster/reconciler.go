@@ -104,6 +104,7 @@ const (
 	phaseServeService     = "serve-service"
 	phaseNetworkPolicies  = "network-policies"
 	phaseCertificates     = "tls-certificates"
+	phaseCertSecrets      = "tls-secret-owners"
 	phaseReplicaLabels    = "replica-labels"
 	phaseWorkerDrain      = "worker-drain"
 	phaseWorkerMembership = "worker-membership"
@@ -160,6 +161,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
 		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre, creates: true},
 		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},
+		{name: phaseCertSecrets, run: r.reconcileCertificateSecrets, needs: pre},
 		{name: phaseReplicaLabels, run: r.reconcileReplicaLabels},
 		{name: phaseWorkerDrain, run: r.reconcileDrains},
 		{name: phaseWorkerMembership, run: r.reconcileWorkerMembership},

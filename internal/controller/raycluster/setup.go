@@ -48,7 +48,7 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=cert-manager.io,resources=issuers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
@@ -74,7 +74,9 @@ import (
 // RayCluster controls) while and once kray.io/image-prepull asks for them. cert-manager's Issuers and
 // Certificates (a tlsOptions cluster's) are created, and the head's and workers' Certificates updated when
 // their pods' IPs change; their Secrets are read (the head's, whose certificate kray presents to the GCS)
-// and patched once to carry an owner reference to their Certificate. Kruise ContainerRecreateRequests
+// and patched once to carry an owner reference to their Certificate (Secrets delete: the API server's
+// OwnerReferencesPermissionEnforcement lets only who may delete an object set its owner references; kray
+// never deletes a Secret). Kruise ContainerRecreateRequests
 // are created to restart a worker that lost its Ray node in place, and read one by one by name (never listed
 // or watched) to follow that restart. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod

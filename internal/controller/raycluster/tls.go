@@ -35,9 +35,9 @@ const certificatesRetry = 30 * time.Second
 // reconcileCertificates keeps the cert-manager objects of a tlsOptions cluster (builder.TLSObjects): the
 // Issuers and the CA Certificate are created once, as KubeRay does; the head's and the workers' Certificates
 // are created, and brought back to the spec when the pods' IPs (their IP SANs) or kray's labels changed,
-// which makes cert-manager reissue them. Each certificate's Secret gets an owner reference to its Certificate,
-// so deleting the cluster deletes the Secrets too. A new cluster's workloads wait for both node certificates
+// which makes cert-manager reissue them. A new cluster's workloads wait for both node certificates
 // (errCertificatesNotReady); an existing cluster's pods wait in their wait-for-tls-ip-san init container.
+// A certificate within expiryWarning of its end is reported.
 func (r *Reconciler) reconcileCertificates(ctx context.Context, s *state) error {
 	if !builder.TLSEnabled(s.effective) {
 		return nil
@@ -58,17 +58,14 @@ func (r *Reconciler) reconcileCertificates(ctx context.Context, s *state) error 
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, name := range []string{names.TLSCACertificate(s.rc.Name), names.TLSHeadCertificate(s.rc.Name), names.TLSWorkerCertificate(s.rc.Name)} {
-		if err := r.ownSecret(ctx, live[name]); err != nil {
-			errs = append(errs, err)
-		}
+	for _, name := range certificateNames(s.rc.Name) {
 		if left, ok := expiresIn(live[name], r.clock()); ok && left < expiryWarning {
 			s.warn(EventMTLSCertificateExpiringSoon, "TLS certificate %s expires in %.1f hours; Ray does not hot-reload certs so a pod restart will be needed after renewal",
 				name, left.Hours())
 		}
 	}
-	if len(errs) > 0 || s.children.headSet != nil {
-		return errors.Join(errs...)
+	if s.children.headSet != nil {
+		return nil
 	}
 	head, worker := live[names.TLSHeadCertificate(s.rc.Name)], live[names.TLSWorkerCertificate(s.rc.Name)]
 	if !certificateReady(head) || !certificateReady(worker) {
@@ -78,6 +75,39 @@ func (r *Reconciler) reconcileCertificates(ctx context.Context, s *state) error 
 	}
 	s.normal(EventMTLSPKIReady, "mTLS PKI is ready: CA, head, and worker certificates issued")
 	return nil
+}
+
+// certificateNames are the cluster's Certificates, each with a Secret of its own.
+func certificateNames(cluster string) []string {
+	return []string{names.TLSCACertificate(cluster), names.TLSHeadCertificate(cluster), names.TLSWorkerCertificate(cluster)}
+}
+
+// reconcileCertificateSecrets gives each Secret cert-manager wrote for the cluster's Certificates an owner
+// reference to its Certificate (ownSecret). Nothing waits for it: it runs after the workloads.
+func (r *Reconciler) reconcileCertificateSecrets(ctx context.Context, s *state) error {
+	if !r.MTLS || !builder.TLSEnabled(s.effective) {
+		return nil
+	}
+	var errs []error
+	for _, name := range certificateNames(s.rc.Name) {
+		cert := &unstructured.Unstructured{}
+		cert.SetGroupVersionKind(builder.CertificateGVK)
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: s.rc.Namespace, Name: name}, cert); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get Certificate %s: %w", name, err))
+			continue
+		}
+		if !ownedBy(cert, s.rc) {
+			continue
+		}
+		if err := r.ownSecret(ctx, cert); err != nil {
+			s.warn(EventMTLSFailedToReconcile, "Failed to reconcile mTLS Secret of Certificate %s/%s: %v", s.rc.Namespace, name, err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reconcileTLSObject creates desired, or brings the node Certificate the RayCluster controls back to its spec
