@@ -129,10 +129,12 @@ func (r *Reconciler) reconcileTLSObject(ctx context.Context, s *state, desired *
 	if equality.Semantic.DeepEqual(live.Object["spec"], desired.Object["spec"]) && hasAll(live.GetLabels(), desired.GetLabels()) {
 		return live, nil
 	}
+	// A merge patch, not an update: cert-manager writes the Certificate's status all the while, which would
+	// make an update conflict.
 	updated := live.DeepCopy()
 	updated.Object["spec"] = desired.Object["spec"]
 	updated.SetLabels(withAll(updated.GetLabels(), desired.GetLabels()))
-	if err := r.Writer.Update(ctx, updated); err != nil {
+	if err := r.Writer.Patch(ctx, updated, client.MergeFrom(live)); err != nil {
 		return nil, fmt.Errorf("update %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
 	ips, _, _ := unstructured.NestedStringSlice(desired.Object, "spec", "ipAddresses")

@@ -124,7 +124,7 @@ func TestTLSClusterWaitsForItsCertificates(t *testing.T) {
 		}
 	}
 	writes = e.mustReconcile(rc)
-	for _, w := range []string{"update Certificate/ray-head-cert-c", "update Certificate/ray-worker-cert-c"} {
+	for _, w := range []string{"patch Certificate/ray-head-cert-c", "patch Certificate/ray-worker-cert-c"} {
 		if !slices.Contains(writes, w) {
 			t.Errorf("writes %v lack %s", writes, w)
 		}
@@ -136,7 +136,7 @@ func TestTLSClusterWaitsForItsCertificates(t *testing.T) {
 	if err := e.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "c-head"}, &kruisev1beta1.StatefulSet{}); err != nil {
 		t.Fatalf("head StatefulSet: %v", err)
 	}
-	if writes := e.mustReconcile(rc); slices.ContainsFunc(writes, func(w string) bool { return w == "update Certificate/ray-worker-cert-c" }) {
+	if writes := e.mustReconcile(rc); slices.ContainsFunc(writes, func(w string) bool { return w == "patch Certificate/ray-worker-cert-c" }) {
 		t.Errorf("a settled Certificate is rewritten: %v", writes)
 	}
 }
