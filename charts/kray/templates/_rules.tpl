@@ -116,7 +116,7 @@ differ.
   - create
   - get
   - list
-  - update
+  - patch
   - watch
 - apiGroups:
   - cert-manager.io

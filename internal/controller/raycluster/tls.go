@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileTLSObject(ctx context.Context, s *state, desired *
 	updated.Object["spec"] = desired.Object["spec"]
 	updated.SetLabels(withAll(updated.GetLabels(), desired.GetLabels()))
 	if err := r.Writer.Patch(ctx, updated, client.MergeFrom(live)); err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", desired.GetKind(), desired.GetName(), err)
+		return nil, fmt.Errorf("patch %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
 	ips, _, _ := unstructured.NestedStringSlice(desired.Object, "spec", "ipAddresses")
 	s.normal(EventMTLSCertificatesUpdated, "Updated %s SANs (IPs: %v)", desired.GetName(), ips)
