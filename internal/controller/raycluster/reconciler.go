@@ -185,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.progress.forget(req.NamespacedName)
 			r.createdSecrets.Delete(req.NamespacedName)
 			r.gcs.forget(req.NamespacedName)
+			r.forgetCertificateSecrets(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -235,6 +236,18 @@ func (r *Reconciler) ownSecret(ctx context.Context, cert *unstructured.Unstructu
 	}
 	r.ownedSecrets.Store(key, cert.GetUID())
 	return nil
+}
+
+// forgetCertificateSecrets drops what ownedSecrets holds of a deleted cluster's Secrets.
+func (r *Reconciler) forgetCertificateSecrets(cluster types.NamespacedName) {
+	r.ownedSecrets.Range(func(k, _ any) bool {
+		key, ok := k.(types.NamespacedName)
+		if ok && key.Namespace == cluster.Namespace && (key.Name == names.TLSHeadSecret(cluster.Name) ||
+			key.Name == names.TLSWorkerSecret(cluster.Name) || strings.HasPrefix(key.Name, names.TLSCASecret(cluster.Name, ""))) {
+			r.ownedSecrets.Delete(k)
+		}
+		return true
+	})
 }
 
 // readTLSFiles reads the head's certificate Secret of a tlsOptions cluster, which kray presents to its GCS and

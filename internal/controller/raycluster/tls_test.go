@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -187,5 +188,24 @@ func TestTLSCertificateExpiringSoonIsReported(t *testing.T) {
 	}
 	if len(warned) != 1 || !strings.Contains(warned[0], "ray-head-cert-c expires in 5.0 hours") {
 		t.Errorf("expiry warnings %q, want one for the head's certificate", warned)
+	}
+}
+
+// What kray remembers of a cluster's certificate Secrets goes with the cluster, and only that cluster's.
+func TestTLSSecretsForgottenWithTheirCluster(t *testing.T) {
+	r := &Reconciler{}
+	for _, name := range []string{"ray-head-secret-c", "ray-worker-secret-c", "c-ca-secret-01234567", "ray-head-secret-d", "d-ca-secret-89abcdef"} {
+		r.ownedSecrets.Store(types.NamespacedName{Namespace: "ns", Name: name}, types.UID("u"))
+	}
+	r.ownedSecrets.Store(types.NamespacedName{Namespace: "other", Name: "ray-head-secret-c"}, types.UID("u"))
+	r.forgetCertificateSecrets(types.NamespacedName{Namespace: "ns", Name: "c"})
+	var left []string
+	r.ownedSecrets.Range(func(k, _ any) bool {
+		left = append(left, k.(types.NamespacedName).String())
+		return true
+	})
+	slices.Sort(left)
+	if want := []string{"ns/d-ca-secret-89abcdef", "ns/ray-head-secret-d", "other/ray-head-secret-c"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
 	}
 }
