@@ -99,6 +99,9 @@ func render(t *testing.T, rc *rayv1.RayCluster) []byte {
 	for _, np := range builder.NetworkPolicies(rc, opts) {
 		objs = append(objs, np)
 	}
+	for _, obj := range builder.TLSObjects(rc, opts, []string{"10.0.0.10"}, []string{"10.0.1.11", "10.0.1.12"}) {
+		objs = append(objs, obj.Object)
+	}
 	if spec.FTRedis(rc) {
 		objs = append(objs, builder.RedisCleanupJob(rc, opts))
 	}

@@ -54,6 +54,9 @@ func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
 			for _, np := range builder.NetworkPolicies(rc, builder.Options{}) {
 				objs = append(objs, np)
 			}
+			for _, obj := range builder.TLSObjects(rc, builder.Options{}, []string{"10.0.0.1"}, []string{"10.0.0.2"}) {
+				objs = append(objs, obj)
+			}
 			for _, obj := range objs {
 				if err := k8s.Create(context.Background(), obj, client.DryRunAll); err != nil {
 					t.Errorf("%T %s rejected: %v", obj, obj.GetName(), err)
