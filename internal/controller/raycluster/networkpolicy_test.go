@@ -17,15 +17,23 @@ import (
 	"github.com/kray-project/kray/pkg/validation"
 )
 
-// networkPolicyEnv is an env whose API server holds objs and whose operator serves spec.networkPolicy.
-func networkPolicyEnv(t *testing.T, objs ...client.Object) *env {
+// gatedEnv is an env whose API server holds objs and whose operator validates with the feature gates of spec
+// on ("Name=true,...").
+func gatedEnv(t *testing.T, spec string, objs ...client.Object) *env {
 	t.Helper()
 	e := newEnv(t, objs...)
 	gates := features.New()
-	if err := (features.Flag{Gate: gates}).Set("RayClusterNetworkPolicy=true"); err != nil {
+	if err := (features.Flag{Gate: gates}).Set(spec); err != nil {
 		t.Fatal(err)
 	}
 	e.r.Validation = validation.ClusterOptions{Gates: gates}
+	return e
+}
+
+// networkPolicyEnv is an env whose API server holds objs and whose operator serves spec.networkPolicy.
+func networkPolicyEnv(t *testing.T, objs ...client.Object) *env {
+	t.Helper()
+	e := gatedEnv(t, "RayClusterNetworkPolicy=true", objs...)
 	e.r.NetworkPolicies = true
 	return e
 }

@@ -18,19 +18,13 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/builder"
-	"github.com/kray-project/kray/pkg/features"
-	"github.com/kray-project/kray/pkg/validation"
 )
 
 // tlsEnv is an env whose operator serves spec.tlsOptions with cert-manager served.
 func tlsEnv(t *testing.T, objs ...client.Object) *env {
 	t.Helper()
-	e := newEnv(t, objs...)
-	gates := features.New()
-	if err := (features.Flag{Gate: gates}).Set("RayClusterMTLS=true"); err != nil {
-		t.Fatal(err)
-	}
-	e.r.Validation = validation.ClusterOptions{Gates: gates, CertManager: true}
+	e := gatedEnv(t, "RayClusterMTLS=true", objs...)
+	e.r.Validation.CertManager = true
 	e.r.MTLS = true
 	return e
 }
