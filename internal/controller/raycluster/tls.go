@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/names"
@@ -273,20 +274,7 @@ func (r *Reconciler) readTLSFiles(ctx context.Context, s *state) (*ray.TLSFiles,
 // (cert-manager.io/v1), which a tlsOptions cluster needs; it is asked once, at start (KubeRay's behaviour:
 // install cert-manager, then restart the operator).
 func CertManagerServed(d discovery.DiscoveryInterface) (bool, error) {
-	gv := builder.CertificateGVK.GroupVersion().String()
-	resources, err := d.ServerResourcesForGroupVersion(gv)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("discover %s: %w", gv, err)
-	}
-	var issuers, certificates bool
-	for _, r := range resources.APIResources {
-		issuers = issuers || r.Name == "issuers"
-		certificates = certificates || r.Name == "certificates"
-	}
-	return issuers && certificates, nil
+	return shared.Served(d, builder.CertificateGVK.GroupVersion().String(), "issuers", "certificates")
 }
 
 // tlsObjectKinds are empty cert-manager objects of the kinds kray writes, for the cache and the watches.

@@ -1,10 +1,7 @@
 package rayservice
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
 )
 
@@ -56,19 +54,7 @@ func CacheRouting(opts *cache.Options) {
 // RoutingServed reports whether the API server serves the Gateway API's Gateway and HTTPRoute
 // (gateway.networking.k8s.io/v1), which incremental upgrades write.
 func RoutingServed(d discovery.DiscoveryInterface) (bool, error) {
-	resources, err := d.ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("discover %s: %w", gwv1.GroupVersion, err)
-	}
-	var gateways, routes bool
-	for _, r := range resources.APIResources {
-		gateways = gateways || r.Name == "gateways"
-		routes = routes || r.Name == "httproutes"
-	}
-	return gateways && routes, nil
+	return shared.Served(d, gwv1.GroupVersion.String(), "gateways", "httproutes")
 }
 
 // SetupWithManager registers the RayService controller: RayService changes (not its own status writes, which
