@@ -52,12 +52,11 @@ var (
 	rayCronJobStricterThanKubeRay = embeddedClusterRules(".spec.jobTemplate.rayClusterSpec")
 )
 
-// newerKubernetesFields are the field paths of KubeRay's CRDs that kray's lack on purpose, by the last
-// elements of the path: PodSpec fields of Kubernetes 1.35 (KubeRay v1.6 and v1.7 are built on k8s.io/api
-// v0.35, kray on v0.34, which its kube-apiserver and Kruise serve). All are alpha there: workloadRef (v1.6's
-// pre-release name) and schedulingGroup belong to the Workload API (KubeRay's KubernetesWAS gate, which kray
-// refuses), podCertificate.userAnnotations to pod certificates. Every other missing path fails the test.
-var newerKubernetesFields = []string{".spec.schedulingGroup", ".spec.workloadRef", ".podCertificate.userAnnotations"}
+// removedKubernetesFields are the field paths of KubeRay's CRDs that kray's lack on purpose, by the last
+// elements of the path: PodSpec fields that Kubernetes removed. workloadRef is the Workload API's alpha field of
+// Kubernetes 1.35 (KubeRay v1.6 is built on k8s.io/api v0.35), replaced by schedulingGroup in 1.36; no
+// kube-apiserver kray supports stores it. Every other missing path fails the test.
+var removedKubernetesFields = []string{".spec.workloadRef"}
 
 // embeddedClusterRules is stricterThanKubeRay's spec rules under the schema path of an embedded cluster spec.
 func embeddedClusterRules(at string) map[string][]string {
@@ -101,7 +100,7 @@ func schemaParity(t *testing.T, version string, kubeRay, kray *apiextensionsv1.C
 	ours := schemaPaths(v1Schema(t, kray))
 	var missing, extra []string
 	for _, path := range sortedKeys(theirs) {
-		if _, ok := ours[path]; !ok && !newerKubernetesField(path) {
+		if _, ok := ours[path]; !ok && !removedKubernetesField(path) {
 			missing = append(missing, path)
 		}
 	}
@@ -156,9 +155,9 @@ func schemaParity(t *testing.T, version string, kubeRay, kray *apiextensionsv1.C
 	}
 }
 
-// newerKubernetesField reports whether path is one of newerKubernetesFields or lies below one.
-func newerKubernetesField(path string) bool {
-	for _, f := range newerKubernetesFields {
+// removedKubernetesField reports whether path is one of removedKubernetesFields or lies below one.
+func removedKubernetesField(path string) bool {
+	for _, f := range removedKubernetesFields {
 		if i := strings.Index(path, f); i >= 0 {
 			rest := path[i+len(f):]
 			if rest == "" || rest[0] == '.' || rest[0] == '[' || rest[0] == '{' {

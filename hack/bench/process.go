@@ -14,6 +14,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
 )
 
@@ -190,7 +191,8 @@ func scrapeMetrics(url string) (all, errs map[string]float64, reconciles float64
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	families, err := new(expfmt.TextParser).TextToMetricFamilies(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("parse the metrics of %s: %w", url, err)
 	}

@@ -43,7 +43,9 @@ func TestTLSPods(t *testing.T) {
 				return false
 			}
 		}
-		return slices.Contains(c.VolumeMounts, corev1.VolumeMount{Name: "ray-tls", MountPath: "/etc/ray/tls", ReadOnly: true})
+		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == "ray-tls" && m.MountPath == "/etc/ray/tls" && m.ReadOnly && m.SubPath == "" && m.MountPropagation == nil
+		})
 	}
 	for _, tc := range []struct {
 		name   string

@@ -119,7 +119,9 @@ func leads(t *testing.T, name string) bool {
 	if i := strings.LastIndex(log, "==== start"); i >= 0 {
 		log = log[i:]
 	}
-	return strings.Contains(log, "successfully acquired lease")
+	// client-go's leader election logs it as "successfully acquired lease" (klog) or, since v0.35, "Successfully
+	// acquired lease" (structured).
+	return strings.Contains(strings.ToLower(log), "successfully acquired lease")
 }
 
 // The operator is killed with SIGKILL right after a RayCluster is created and restarted: the cluster

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/kuberayref"
@@ -104,7 +105,8 @@ func TestKubeRayGrafanaDashboardFindsItsSeries(t *testing.T) {
 		resp, err := client.Get("http://127.0.0.1:28080/metrics")
 		g.Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
-		families, err := new(expfmt.TextParser).TextToMetricFamilies(resp.Body)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
 		g.Expect(err).NotTo(HaveOccurred())
 		var missing []string
 		for name, labels := range want {
