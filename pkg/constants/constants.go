@@ -104,6 +104,11 @@ const (
 	// timing (the raylet exits after gcs_rpc_server_reconnect_timeout_s); "true" or absent restarts them as soon
 	// as the cluster's GCS shows them lost. Any other value makes the spec invalid.
 	AnnotationWorkerHealing = "kray.io/worker-healing"
+	// AnnotationIPPR on a RayCluster is the JSON in which Ray's autoscaler v2 reads, per group, how far it may
+	// resize pods in place (max-cpu, max-memory, resize-timeout); kray only checks it.
+	AnnotationIPPR = "ray.io/ippr"
+	// AnnotationIPPRStatus on a pod is what Ray's autoscaler records of its in-place resizes; kray never writes it.
+	AnnotationIPPRStatus = "ray.io/ippr-status"
 	// AnnotationRestartReason and AnnotationRestartedRun on a ContainerRecreateRequest kray made say why it
 	// restarts the worker's Ray container and which run (container ID) it restarts.
 	AnnotationRestartReason = "kray.io/restart-reason"

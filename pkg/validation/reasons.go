@@ -4,4 +4,5 @@ package validation
 const (
 	EventRestartPolicySubstituted = "RestartPolicySubstituted"
 	EventRayContainerNotFirst     = "RayContainerNotFirst"
+	EventInvalidIPPRSpec          = "InvalidIPPRSpec"
 )

@@ -336,7 +336,7 @@ func Warnings(rc *rayv1.RayCluster) []Warning {
 	if w, ok := rayContainerNotFirst("the head", rc.Spec.HeadGroupSpec.Template.Spec.Containers); ok {
 		out = append(out, w)
 	}
-	return out
+	return append(out, IPPRWarnings(rc)...)
 }
 
 // rayContainerNotFirst flags a template whose first container does not look like Ray while a later one
