@@ -21,8 +21,10 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -288,6 +290,9 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kray-operator.ray.io",
 		LeaderElectionNamespace: o.leaderElectNS,
+		// The controllers' queues stay client-go's rate-limited delaying queue (controller-runtime's default
+		// before v0.23): its timing is what kray's event batching and requeues are measured with.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
