@@ -58,7 +58,7 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases) and on kind (real kubelets).
+test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-kubernetes-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases and on the oldest supported Kubernetes) and on kind (real kubelets).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).
@@ -88,6 +88,17 @@ e2e-kruise-compat: build ## The seeds, scaling and upgrades on Kruise $(KRUISE_C
 	hack/tools.sh kruise-compat
 	rc=0; KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) E2E_RUN='$(KRUISE_COMPAT_E2E)' hack/e2e.sh || rc=$$?; \
 	  KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) hack/cluster.sh down; exit $$rc
+
+# The same tests on the oldest Kubernetes kray supports (kube-apiserver, kube-controller-manager and kube-scheduler of
+# KUBERNETES_COMPAT_VERSION), with the newest Kruise.
+KUBERNETES_COMPAT_E2E ?= $(KRUISE_COMPAT_E2E)
+KUBERNETES_COMPAT_DIR := $(ROOT)/.local-kubernetes-compat
+.PHONY: e2e-kubernetes-compat
+e2e-kubernetes-compat: build ## The seeds, scaling and upgrades on Kubernetes $(KUBERNETES_COMPAT_VERSION), on a local cluster of its own (the main one is stopped first).
+	hack/cluster.sh down
+	hack/tools.sh kube-compat
+	rc=0; KUBERNETES_VERSION=$(KUBERNETES_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KUBERNETES_COMPAT_DIR) E2E_RUN='$(KUBERNETES_COMPAT_E2E)' hack/e2e.sh || rc=$$?; \
+	  KUBERNETES_VERSION=$(KUBERNETES_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KUBERNETES_COMPAT_DIR) hack/cluster.sh down; exit $$rc
 
 ##@ Local cluster
 .PHONY: cluster-up cluster-down

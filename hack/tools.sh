@@ -2,9 +2,10 @@
 # hack/tools.sh builds kray's local tool binaries from the Go modules pinned in hack/versions.env.
 #
 # Usage: hack/tools.sh [TARGET...]      (default: all)
-#   all                 kube etcd kwok kruise-compat kruise kueue scheduler-plugins yunikorn
+#   all                 kube kube-compat etcd kwok kruise-compat kruise kueue scheduler-plugins yunikorn
 #                       cert-manager controller-gen
 #   kube                kube-apiserver kube-controller-manager kube-scheduler  (k8s.io/kubernetes)
+#   kube-compat         the same three of KUBERNETES_COMPAT_VERSION, the oldest Kubernetes kray supports
 #   kube-apiserver | kube-controller-manager | kube-scheduler
 #   etcd                etcd            (go.etcd.io/etcd/server/v3)
 #   kwok                kwok            (sigs.k8s.io/kwok/cmd/kwok)
@@ -13,9 +14,9 @@
 #   kruise-daemon       kruise-daemon   (github.com/openkruise/kruise/cmd/daemon, in kruise-manager's wrapper; only for
 #                       the kind cluster, whose nodes run it against their containerd, not part of "all")
 #   kueue               kueue           (sigs.k8s.io/kueue/cmd/kueue; the e2e suite queues RayClusters and RayJobs with it)
-#   scheduler-plugins   scheduler-plugins (sigs.k8s.io/scheduler-plugins/cmd/scheduler, against KUBERNETES_VERSION's
+#   scheduler-plugins   scheduler-plugins (sigs.k8s.io/scheduler-plugins/cmd/scheduler, against SCHEDULER_PLUGINS_KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its coscheduling plugin)
-#   yunikorn            yunikorn-scheduler (github.com/apache/yunikorn-k8shim/pkg/cmd/shim, against KUBERNETES_VERSION's
+#   yunikorn            yunikorn-scheduler (github.com/apache/yunikorn-k8shim/pkg/cmd/shim, against YUNIKORN_KUBERNETES_VERSION's
 #                       modules; the e2e suite schedules gangs with its placeholders)
 #   controller-gen      controller-gen  (sigs.k8s.io/controller-tools/cmd/controller-gen)
 #   cert-manager        cert-manager-controller (hack/certmanager: cert-manager's own controllers, SelfSigned and CA
@@ -243,22 +244,28 @@ build_kueue() {
 }
 
 # kube_repinned_replaces GOMOD prints GOMOD's replace directives with its Kubernetes modules re-pinned to
-# KUBERNETES_VERSION (v1.x.y for k8s.io/kubernetes, v0.x.y for the staging modules of the same minor); the
-# others stay. k8s.io/kubernetes is replaced even when GOMOD only requires it.
+# KUBERNETES_VERSION (v1.x.y for k8s.io/kubernetes, v0.x.y for the staging modules, whatever release GOMOD
+# pins them to); the others (pseudo-versions such as k8s.io/utils') stay. k8s.io/kubernetes is replaced even
+# when GOMOD only requires it.
 kube_repinned_replaces() {
-  local staging="v0.${KUBERNETES_VERSION#v1.}" minor="v0.${KUBERNETES_VERSION#v1.}"
-  minor="${minor%.*}."
-  copied_replaces "$1" | awk -v kube="${KUBERNETES_VERSION}" -v staging="${staging}" -v minor="${minor}" '
+  local staging="v0.${KUBERNETES_VERSION#v1.}"
+  copied_replaces "$1" | awk -v kube="${KUBERNETES_VERSION}" -v staging="${staging}" '
     $2 == "k8s.io/kubernetes" { $5 = kube; seen = 1 }
-    $4 ~ /^k8s\.io\// && index($5, minor) == 1 { $5 = staging }
+    $4 ~ /^k8s\.io\// && $5 ~ /^v0\.[1-9][0-9]*\.[0-9]+$/ { $5 = staging }
     { print }
     END { if (!seen) printf "replace k8s.io/kubernetes => k8s.io/kubernetes %s\n", kube }
   '
 }
 
+# The secondary schedulers' releases follow Kubernetes' scheduler framework a minor or more behind, so each is
+# built against the modules of the Kubernetes release its own go.mod is cut for (SCHEDULER_PLUGINS_KUBERNETES_VERSION,
+# YUNIKORN_KUBERNETES_VERSION), served by the proxy; they run beside a newer kube-apiserver like any client.
 build_scheduler_plugins() {
-  build_in_wrapper scheduler-plugins "${SCHEDULER_PLUGINS_VERSION}" sigs.k8s.io/scheduler-plugins \
-    sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins "$(kube_ldflags)" kube_repinned_replaces
+  (
+    KUBERNETES_VERSION="${SCHEDULER_PLUGINS_KUBERNETES_VERSION}"
+    build_in_wrapper scheduler-plugins "${SCHEDULER_PLUGINS_VERSION}" sigs.k8s.io/scheduler-plugins \
+      sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins "$(kube_ldflags)" kube_repinned_replaces
+  )
 }
 
 # yunikorn_replaces adds to the Kubernetes re-pin the scheduler interface YuniKorn's release was cut from:
@@ -270,8 +277,11 @@ yunikorn_replaces() {
 }
 
 build_yunikorn() {
-  build_in_wrapper yunikorn "${YUNIKORN_VERSION}" github.com/apache/yunikorn-k8shim \
-    github.com/apache/yunikorn-k8shim/pkg/cmd/shim yunikorn-scheduler "$(kube_ldflags)" yunikorn_replaces
+  (
+    KUBERNETES_VERSION="${YUNIKORN_KUBERNETES_VERSION}"
+    build_in_wrapper yunikorn "${YUNIKORN_VERSION}" github.com/apache/yunikorn-k8shim \
+      github.com/apache/yunikorn-k8shim/pkg/cmd/shim yunikorn-scheduler "$(kube_ldflags)" yunikorn_replaces
+  )
 }
 
 build_coredns() {
@@ -316,6 +326,7 @@ run_target() {
   case "$1" in
     all)
       run_target kube
+      run_target kube-compat
       run_target etcd
       run_target kwok
       run_target kruise-compat
@@ -332,6 +343,19 @@ run_target() {
       build_kube_binary kube-scheduler
       ;;
     kube-apiserver | kube-controller-manager | kube-scheduler) build_kube_binary "$1" ;;
+    kube-compat)
+      (
+        KUBERNETES_VERSION="${KUBERNETES_COMPAT_VERSION}"
+        run_target kube
+      )
+      # bin/kube-* stay the main version's.
+      local b
+      for b in kube-apiserver kube-controller-manager kube-scheduler; do
+        if [[ -x "${TOOLS_DIR}/kubernetes-${KUBERNETES_VERSION}/${b}" ]]; then
+          link_binary "kubernetes-${KUBERNETES_VERSION}" "${b}"
+        fi
+      done
+      ;;
     kind-node)
       run_target kube
       build_kube_binary kubelet

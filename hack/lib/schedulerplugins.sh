@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # scheduler-plugins' coscheduling scheduler for the local cluster (sigs.k8s.io/scheduler-plugins,
-# SCHEDULER_PLUGINS_VERSION, built on demand against KUBERNETES_VERSION's modules), out of cluster beside
+# SCHEDULER_PLUGINS_VERSION, built on demand against KUBERNETES_COMPAT_VERSION's modules), out of cluster beside
 # kube-scheduler: pods whose schedulerName is scheduler-plugins-scheduler are bound by it, those labelled with a
 # PodGroup all or nothing. Sourced by hack/cluster.sh (verbs start-scheduler-plugins, stop-scheduler-plugins).
 

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Apache YuniKorn's scheduler for the local cluster (github.com/apache/yunikorn-k8shim, YUNIKORN_VERSION, built
-# on demand against KUBERNETES_VERSION's modules), out of cluster beside kube-scheduler: pods whose
+# on demand against KUBERNETES_COMPAT_VERSION's modules), out of cluster beside kube-scheduler: pods whose
 # schedulerName is yunikorn are bound by it, those of an application with task groups as a gang, behind
 # placeholder pods it creates first. It needs no CRD; its configuration would be ConfigMaps in
 # yunikorn-system (none: YuniKorn's defaults, a queue per namespace). Its REST API and health check listen on
