@@ -66,8 +66,8 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 // notImplemented names, for each KubeRay gate whose feature kray does not have yet, what an object would
 // ask for: such an object is refused, whatever the gate says.
 var notImplemented = map[featuregate.Feature]string{
-	SidecarSubmitterRestart: "restarting a SidecarMode submitter container",
-	KubernetesWAS:           "scheduling through the Kubernetes Workload API",
+	SidecarSubmitterRestart: "restarting a SidecarMode submitter container (it needs restartPolicy on a regular container of the head pod, which OpenKruise v1.9's webhook refuses in an Advanced StatefulSet)",
+	KubernetesWAS:           "scheduling through the Kubernetes Workload API (it needs spec.schedulingGroup, a Kubernetes 1.36 pod field, on every pod; OpenKruise v1.9's CRDs prune pod fields newer than its Kubernetes 1.32 types)",
 }
 
 // NotImplemented reports whether gate names a feature kray does not have yet.
