@@ -78,6 +78,13 @@ test-integration: ## The reconciler against a real kube-apiserver and etcd (envt
 e2e: build ## End to end on the local cluster: real Kruise, kwok nodes, the operator with its own RBAC.
 	hack/e2e.sh
 
+# compat_pass runs hack/e2e.sh with the version override $(1) on a local cluster in $(2), only the tests $(3),
+# then stops that cluster whatever the result.
+define compat_pass
+rc=0; $(1) KRAY_LOCAL_DIR=$(2) E2E_RUN='$(3)' hack/e2e.sh || rc=$$?; \
+	  $(1) KRAY_LOCAL_DIR=$(2) hack/cluster.sh down; exit $$rc
+endef
+
 # The seeds (pods created once, an evicted head replaced), scaling, upgrades and the quota report, run again on
 # the older supported Kruise.
 KRUISE_COMPAT_E2E ?= ^(TestTenClustersAtOnceCreateEachPodOnce|TestScaleZeroFiftyZeroFifty|TestEvictedHeadIsReplaced|TestEvictedWorkerIsReplaced|TestSampleBecomesReady|TestScaleGroupUpAndDown|TestRollingUpdateImageInPlace|TestRollingUpdateEnvChangeRecreates|TestUpgradeStrategyRecreate|TestResourceQuotaRefusalIsReported)$$
@@ -86,8 +93,7 @@ KRUISE_COMPAT_DIR := $(ROOT)/.local-kruise-compat
 e2e-kruise-compat: build ## The seeds, scaling and upgrades on Kruise $(KRUISE_COMPAT_VERSION), on a local cluster of its own (the main one is stopped first).
 	hack/cluster.sh down
 	hack/tools.sh kruise-compat
-	rc=0; KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) E2E_RUN='$(KRUISE_COMPAT_E2E)' hack/e2e.sh || rc=$$?; \
-	  KRUISE_VERSION=$(KRUISE_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KRUISE_COMPAT_DIR) hack/cluster.sh down; exit $$rc
+	$(call compat_pass,KRUISE_VERSION=$(KRUISE_COMPAT_VERSION),$(KRUISE_COMPAT_DIR),$(KRUISE_COMPAT_E2E))
 
 # The same tests on the oldest Kubernetes kray supports (kube-apiserver, kube-controller-manager and kube-scheduler of
 # KUBERNETES_COMPAT_VERSION), with the newest Kruise.
@@ -97,8 +103,7 @@ KUBERNETES_COMPAT_DIR := $(ROOT)/.local-kubernetes-compat
 e2e-kubernetes-compat: build ## The seeds, scaling and upgrades on Kubernetes $(KUBERNETES_COMPAT_VERSION), on a local cluster of its own (the main one is stopped first).
 	hack/cluster.sh down
 	hack/tools.sh kube-compat
-	rc=0; KUBERNETES_VERSION=$(KUBERNETES_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KUBERNETES_COMPAT_DIR) E2E_RUN='$(KUBERNETES_COMPAT_E2E)' hack/e2e.sh || rc=$$?; \
-	  KUBERNETES_VERSION=$(KUBERNETES_COMPAT_VERSION) KRAY_LOCAL_DIR=$(KUBERNETES_COMPAT_DIR) hack/cluster.sh down; exit $$rc
+	$(call compat_pass,KUBERNETES_VERSION=$(KUBERNETES_COMPAT_VERSION),$(KUBERNETES_COMPAT_DIR),$(KUBERNETES_COMPAT_E2E))
 
 ##@ Local cluster
 .PHONY: cluster-up cluster-down
