@@ -58,7 +58,15 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-kubernetes-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases and on the oldest supported Kubernetes) and on kind (real kubelets).
+test: tools-background tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-kubernetes-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases and on the oldest supported Kubernetes) and on kind (real kubelets).
+
+# The tools of test's stages in the order they are needed, built in the background while the stages before
+# them leave a core idle; each stage still asks hack/tools.sh for what it needs (and waits for a build under way).
+TEST_TOOLS := controller-gen kube-apiserver etcd kube-controller-manager kube-scheduler kwok kruise kueue \
+	scheduler-plugins yunikorn cert-manager kruise-compat kube-compat kind-node kruise-daemon
+.PHONY: tools-background
+tools-background: ## Start building test's tools in the background at the lowest priority, for as long as make runs.
+	hack/tools-background.sh $$PPID $(TEST_TOOLS)
 
 .PHONY: test-unit
 test-unit: ## Unit tests (pure logic, golden files, schema parity with KubeRay).

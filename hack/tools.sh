@@ -40,7 +40,9 @@
 #     go.sum is resolved at build time through the module proxy with `go get`.
 #   - Downloads and compiled packages go through the normal module and build caches, so reruns take seconds.
 #   - Progress and timings go to stderr; stdout carries only what a target is asked to print.
-#   - Builds run one at a time (the machines this runs on have two cores).
+#   - Builds run one at a time (the machines this runs on have two cores); each tool's wrapper is used under a
+#     lock, so concurrent invocations never build the same binary twice nor share a wrapper. KRAY_TOOLS_NO_LINK=1 leaves bin/'s
+#     symlinks alone (a background build must not repoint what a running stage uses).
 #
 # Environment: KRAY_BIN_DIR (default <repo>/bin); the versions in hack/versions.env may be overridden by env.
 set -euo pipefail
@@ -149,15 +151,30 @@ kube_ldflags() {
   printf '%s' "${flags}"
 }
 
-# link_binary TOOLDIR BINARY points bin/BINARY at bin/tools/TOOLDIR/BINARY.
+# link_binary TOOLDIR BINARY points bin/BINARY at bin/tools/TOOLDIR/BINARY, unless KRAY_TOOLS_NO_LINK is set.
 link_binary() {
+  [[ -z "${KRAY_TOOLS_NO_LINK:-}" ]] || return 0
   ln -sfn "tools/$1/$2" "${BIN_DIR}/$2"
 }
 
 # build_in_wrapper TOOL VERSION MODULE PKG BINARY LDFLAGS [REPLACES_FN] builds one binary of MODULE@VERSION.
 # REPLACES_FN, if given, is called with the path of the upstream go.mod and prints the replace directives
-# to append to the wrapper's go.mod. It is a no-op when bin/tools/TOOL-VERSION/BINARY exists.
+# to append to the wrapper's go.mod. It is a no-op when bin/tools/TOOL-VERSION/BINARY exists. It holds
+# bin/tools/TOOL-VERSION/.lock throughout (the binaries of one TOOL-VERSION share a wrapper), so a second
+# hack/tools.sh (a background build, hack/tools-background.sh) waits for this one, then finds what it built.
 build_in_wrapper() {
+  local tooldir="$1-$2" lock
+  mkdir -p "${TOOLS_DIR}/${tooldir}"
+  exec {lock}>"${TOOLS_DIR}/${tooldir}/.lock"
+  if ! flock -n "${lock}"; then
+    log "$5 $2: waiting for the ${tooldir} build another hack/tools.sh is running"
+    flock "${lock}"
+  fi
+  build_in_wrapper_locked "$@"
+  exec {lock}>&-
+}
+
+build_in_wrapper_locked() {
   local tool="$1" version="$2" module="$3" pkg="$4" binary="$5" ldflags="$6" replaces_fn="${7:-}"
   local tooldir="${tool}-${version}"
   local out="${TOOLS_DIR}/${tooldir}/${binary}"
