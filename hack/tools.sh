@@ -41,8 +41,9 @@
 #   - Downloads and compiled packages go through the normal module and build caches, so reruns take seconds.
 #   - Progress and timings go to stderr; stdout carries only what a target is asked to print.
 #   - Builds run one at a time (the machines this runs on have two cores); each tool's wrapper is used under a
-#     lock, so concurrent invocations never build the same binary twice nor share a wrapper. KRAY_TOOLS_NO_LINK=1 leaves bin/'s
-#     symlinks alone (a background build must not repoint what a running stage uses).
+#     lock, so concurrent invocations never build the same binary twice nor share a wrapper.
+#   - KRAY_TOOLS_NO_LINK=1 leaves bin/'s symlinks alone (a background build must not repoint what a running
+#     stage uses).
 #
 # Environment: KRAY_BIN_DIR (default <repo>/bin); the versions in hack/versions.env may be overridden by env.
 set -euo pipefail
@@ -174,6 +175,7 @@ build_in_wrapper() {
   exec {lock}>&-
 }
 
+# build_in_wrapper_locked is build_in_wrapper's work, run under its lock.
 build_in_wrapper_locked() {
   local tool="$1" version="$2" module="$3" pkg="$4" binary="$5" ldflags="$6" replaces_fn="${7:-}"
   local tooldir="${tool}-${version}"
