@@ -9,10 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
@@ -96,6 +98,9 @@ func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g g
 		if g.spent() {
 			return nil // started by the next reconcile, so that its request reaches the GCS
 		}
+		if recorded, err := r.liveDrainRecorded(ctx, p, false); err != nil || recorded {
+			return err
+		}
 		return r.startDrain(ctx, s, p, g)
 	}
 	took, deadline := g.now.Sub(rec.started), rec.started.Add(g.timeout)
@@ -128,7 +133,27 @@ func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g g
 	if g.spent() {
 		return nil
 	}
+	if recorded, err := r.liveDrainRecorded(ctx, p, true); err != nil || recorded {
+		return err
+	}
 	return r.requestDrain(ctx, s, p, g, node, deadline)
+}
+
+// liveDrainRecorded reports whether the pod as the API server holds it records this hold's drain (with the
+// node asked, when withNode), or is gone. The cache may not yet show the record of a drain this operator asked
+// for a moment ago, so a request is sent only after this read, one per request, and never twice.
+func (r *Reconciler) liveDrainRecorded(ctx context.Context, p *corev1.Pod, withNode bool) (bool, error) {
+	live := &corev1.Pod{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), live); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read pod %s before asking Ray to drain its node: %w", p.Name, err)
+	case live.UID != p.UID:
+		return true, nil // a new pod of the same name; the next reconcile sees it
+	}
+	rec, ok := recordedDrain(live)
+	return ok && (!withNode || rec.node != nil), nil
 }
 
 // drainRecord is what kray recorded in a held pod about the drain of its current hold.

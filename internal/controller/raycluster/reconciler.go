@@ -33,7 +33,8 @@ import (
 type Reconciler struct {
 	// Cache reads from the informer cache.
 	Cache client.Reader
-	// APIReader reads from the API server directly; used only where a stale read could name the wrong pod.
+	// APIReader reads from the API server directly; used only where a stale read could name the wrong pod or
+	// ask Ray twice to drain a node.
 	APIReader client.Reader
 	// Writer makes every write.
 	Writer shared.Writer
