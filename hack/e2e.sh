@@ -4,7 +4,7 @@
 # test/e2e and test/kuberaytypes, stops
 # the operator, and on failure prints the tails of the operator's, kruise-manager's and the apiserver's logs.
 # The cluster stays up afterwards; `make cluster-down` stops it.
-# Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m), E2E_PARALLEL (default 4).
+# Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,8 +44,7 @@ export KRAY_E2E_GATEWAY=1
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT
 
-# The tests that call t.Parallel run E2E_PARALLEL at a time, after the others.
-args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -parallel="${E2E_PARALLEL:-4}" -v)
+args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -v)
 [[ -n "${E2E_RUN:-}" ]] && args+=(-run "${E2E_RUN}")
 start=$(date +%s)
 # test/kuberaytypes is its own module (it holds KubeRay's Go types, which stay out of kray's build).

@@ -133,7 +133,6 @@ func TestDrainBeforeNamedScaleDown(t *testing.T) {
 
 // A node that never drains holds its pod only until workerDrain.timeoutSeconds.
 func TestDrainTimeoutReleasesPod(t *testing.T) {
-	t.Parallel()
 	const timeout = 3
 	rc := drainCluster(t, 2, timeout, -1)
 	g := NewWithT(t)
@@ -160,7 +159,6 @@ func TestDrainTimeoutReleasesPod(t *testing.T) {
 // Turning workerDrain on for a running cluster (upgradeStrategy None, so no template change reaches the
 // pods) still drains its existing workers: kray puts the hook on them.
 func TestDrainEnabledOnRunningCluster(t *testing.T) {
-	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -189,7 +187,6 @@ func TestDrainEnabledOnRunningCluster(t *testing.T) {
 
 // A rolling recreate (an env change under RollingUpdate) drains each old worker before it goes.
 func TestDrainBeforeRollingRecreate(t *testing.T) {
-	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -219,7 +216,6 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 // Removing a worker group with workerDrain set drains its workers before its CloneSet goes (what KubeRay's
 // proposal #5142 asks for); the other group is untouched.
 func TestDrainOnWorkerGroupRemoval(t *testing.T) {
-	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -246,7 +242,6 @@ func TestDrainOnWorkerGroupRemoval(t *testing.T) {
 
 // Suspending a cluster takes its head (and GCS) down too, so workers are not held for a drain.
 func TestSuspendDoesNotWaitForDrains(t *testing.T) {
-	t.Parallel()
 	rc := drainCluster(t, 2, 600, -1)
 	g := NewWithT(t)
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(true) })

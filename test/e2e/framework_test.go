@@ -1,10 +1,6 @@
 // Package e2e proves kray's behaviour on a live cluster with the real Kruise controllers and webhooks: the
 // local cluster (kwok nodes) or kind. It uses the cluster in $KUBECONFIG and creates nothing but
 // namespaces and RayClusters; the operator is started by the runner (hack/e2e.sh) or already deployed.
-//
-// A test that keeps to its own namespace, and to its own keys in the fake Ray servers, calls t.Parallel. One
-// that restarts a process (the operator, Kruise, the API server), starts a second operator, changes a node,
-// a fake's global state or cluster-wide objects, or asserts on a window of a few seconds runs alone.
 package e2e
 
 import (
@@ -81,8 +77,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// Room for the tests that run in parallel, each polling every 100 ms.
-	restCfg.QPS, restCfg.Burst = 400, 800
+	restCfg.QPS, restCfg.Burst = 100, 200
 	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -26,7 +26,6 @@ import (
 // The sample RayCluster becomes ready on Kruise workloads: a head Service, a one-replica Advanced
 // StatefulSet whose pod is <cluster>-head-0, a CloneSet per group, and exactly one pod created per pod desired.
 func TestSampleBecomesReady(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
@@ -62,7 +61,6 @@ func TestSampleBecomesReady(t *testing.T) {
 
 // Scaling a group up and down moves its pods through the CloneSet; no pod is created twice.
 func TestScaleGroupUpAndDown(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
@@ -82,7 +80,6 @@ func TestScaleGroupUpAndDown(t *testing.T) {
 // With autoscaling on, the autoscaler's "replicas-2 and these two names" removes exactly those pods:
 // no other pod is deleted and nothing is replaced.
 func TestAutoscalerScaleDownRemovesExactlyNamedPods(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.autoscaler.yaml", ns)
@@ -108,7 +105,6 @@ func TestAutoscalerScaleDownRemovesExactlyNamedPods(t *testing.T) {
 
 // The autoscaler's ServiceAccount, Role and RoleBinding exist, and the head pod runs as that account.
 func TestAutoscalerRBACExists(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.autoscaler.yaml", ns))
@@ -125,7 +121,6 @@ func TestAutoscalerRBACExists(t *testing.T) {
 
 // Deleting the RayCluster removes everything it owns through the garbage collector.
 func TestDeleteRemovesEverything(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
@@ -149,7 +144,6 @@ func TestDeleteRemovesEverything(t *testing.T) {
 
 // Suspend deletes every pod through the workloads and reports Suspended; resume brings the cluster back.
 func TestSuspendAndResume(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
@@ -175,7 +169,6 @@ func TestSuspendAndResume(t *testing.T) {
 // upgradeStrategy Recreate: a template change recreates every pod once from the new spec (KubeRay's
 // semantics, carried out by the workloads' ReCreate update strategy); the default None restarts nothing.
 func TestUpgradeStrategyRecreate(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRecreate)
@@ -213,7 +206,6 @@ func TestUpgradeStrategyRecreate(t *testing.T) {
 
 // The default upgrade strategy (None): a template change restarts no running pod.
 func TestUpgradeStrategyNoneRestartsNothing(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
