@@ -113,6 +113,9 @@ const (
 	// restarts the worker's Ray container and which run (container ID) it restarts.
 	AnnotationRestartReason = "kray.io/restart-reason"
 	AnnotationRestartedRun  = "kray.io/restarted-run"
+	// AnnotationMultusNetworkStatus on a pod is the Multus CNI's report of its networks and their IPs; kray
+	// reads it to know a Ray node registered at the IP of a secondary network.
+	AnnotationMultusNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
 )
 
 // FinalizerRedisCleanup holds a Redis GCS fault tolerant cluster until its Redis data is deleted.
@@ -169,6 +172,9 @@ const (
 	// ConditionWorkersRestarting is True while kray restarts worker pods that lost their Ray node (their
 	// cluster's GCS does not list them); absent otherwise.
 	ConditionWorkersRestarting = "RayWorkersRestarting"
+	// ConditionWorkersNotJoining is True while worker pods that kray restarted did not join their cluster's GCS
+	// again, and their next restart waits for a back-off; absent otherwise.
+	ConditionWorkersNotJoining = "RayWorkersNotJoining"
 )
 
 // Condition reasons.
@@ -195,6 +201,7 @@ const (
 	ReasonUpgradeStrategyNone            = "UpgradeStrategyNone"
 	ReasonGCSNotAnswering                = "GCSNotAnswering"
 	ReasonRayNodeLost                    = "RayNodeLost"
+	ReasonRestartedWorkersNotJoining     = "RestartedWorkersNotJoining"
 )
 
 // ControllerName is the field manager and event reporter of kray's reconciler.

@@ -1,213 +1,284 @@
-// Package membership decides which worker pods of a running Ray cluster are no longer part of it: pods whose
-// Ray container runs but whose Ray node the cluster's current GCS does not list as live. It is a pure function
-// of the pods, the head and the GCS's node table; the controller reads, asks it, and restarts the pods it
-// names.
+// Package membership decides which worker pods of a running Ray cluster kray restarts because the cluster's
+// GCS no longer lists their Ray node. It is pure: the controller hands it the pods of each reconcile and the
+// GCS's answers, with the time on the operator's own clock, and restarts the workers it names.
 //
-// Two losses are told apart. Without GCS fault tolerance a GCS that restarted (a replaced head pod, or a
-// restarted head container) knows none of the nodes that registered with the one before: their raylets retry
-// for Ray's gcs_rpc_server_reconnect_timeout_s (60 s) and then exit, so a worker whose Ray container started
-// before the head's did is lost, and is restarted as soon as the new GCS answers. With fault tolerance the
-// raylets reconnect; a worker that stays out of the GCS (a zombie: running, not ready, never back) is
-// restarted once it has been out for the grace period.
+// Restarting a worker kills its running tasks and actors, and Ray brings a lost worker back on its own within
+// a minute or so (a raylet whose GCS restarted without fault tolerance exits at its next liveness self-check,
+// raylet_liveness_self_check_interval_ms, 60 s by default; one that cannot reach its GCS exits after
+// gcs_rpc_server_reconnect_timeout_s, 60 s). A restart kray did not need costs more than a heal that comes
+// late, so a worker is restarted only when all of these hold:
+//   - the head pod runs and is ready, and the GCS answered with a list of nodes that holds this cluster's head,
+//     alive, registered under the head pod's name at the head pod's IP: an empty answer, or the GCS of another
+//     cluster, decides nothing;
+//   - the worker's Ray container has been running the same run (container ID) while that GCS did not list a
+//     node of it for a grace period, measured from the first answer that missed it, on the operator's clock
+//     only: no timestamp of a node or of the API server is compared with another clock.
+//
+// Time out of the GCS is counted per head run (a new head container is a new GCS: everything starts over) and
+// per worker run (a restarted container starts over). What is remembered lives in memory only; an operator
+// that restarts starts over from its first answer, which can only delay a restart, never cause one.
 package membership
 
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
-// DefaultGrace is how long a worker pod may be not ready, counted from the latest of its Ray container's
-// start, the head's readiness and its own loss of readiness, before a node missing from the GCS restarts it:
-// a starting raylet registers within seconds, and a raylet that lost its GCS reconnects within seconds of
-// the GCS coming back.
-const DefaultGrace = 60 * time.Second
+// Grace periods, counted from the first answer of a head run's GCS that did not list the worker.
+const (
+	// DefaultGrace is the grace of a worker run that kray first saw while the head's current GCS was answering:
+	// a starting raylet registers within seconds, and Ray's readiness probe fails for one that cannot.
+	DefaultGrace = 60 * time.Second
+	// DefaultHeadReplacedGrace is the grace of a worker run that was running before the head's current run, in
+	// a cluster without GCS fault tolerance. Such a run either belonged to the GCS that is gone, or waits for
+	// the new one (it restarted while the head was away longer than Ray's reconnect timeout, or started before
+	// the head) and registers within seconds. Ray's raylet ends the first kind at its next liveness self-check,
+	// within 60 s of the new GCS by default, and the kubelet starts a new run: kray waits longer than that, so
+	// that with Ray's defaults it never races Ray's own restart, and heals only what Ray would leave out longer
+	// (a longer self-check interval, a raylet that hangs).
+	DefaultHeadReplacedGrace = 75 * time.Second
+	// MaxBackOff bounds the wait before another restart of a worker whose restarted runs keep staying out of
+	// the GCS, as the kubelet bounds its crash-loop back-off.
+	MaxBackOff = 5 * time.Minute
+)
 
 // Reason says why a worker pod is restarted.
 type Reason string
 
 const (
-	// ReasonHeadReplaced: the worker's Ray container started before the head's current one, the cluster has no
-	// GCS fault tolerance, and the current GCS does not list its node: it belonged to a GCS that is gone.
+	// ReasonHeadReplaced: the worker's run predates the current GCS, which has no fault tolerance and has not
+	// listed it for the grace: its node belonged to a GCS that is gone.
 	ReasonHeadReplaced Reason = "HeadReplaced"
-	// ReasonNotInGCS: the worker has been not ready for the grace period and the GCS lists no live node for it.
+	// ReasonNotInGCS: the GCS has not listed a live node of the worker for the grace.
 	ReasonNotInGCS Reason = "NotInGCS"
 )
 
-// Head is what the decision knows of the cluster's head pod.
-type Head struct {
-	// Started is when the head's Ray container started its current run: the current GCS runs since then.
-	Started time.Time
-	// Ready is when the head pod last became ready; zero while it is not ready (nothing is decided then).
-	Ready time.Time
-	// FaultTolerant is set when the cluster's GCS keeps its state across restarts (Redis or embedded storage).
+// Options are the graces of a cluster.
+type Options struct {
+	// Grace and HeadReplacedGrace are DefaultGrace and DefaultHeadReplacedGrace when zero.
+	Grace, HeadReplacedGrace time.Duration
+	// FaultTolerant is set when the cluster's GCS keeps its state across restarts (Redis or embedded storage):
+	// its raylets reconnect, and no run belongs to a GCS that is gone.
 	FaultTolerant bool
 }
 
-// Worker is one worker pod as the decision reads it.
-type Worker struct {
-	Pod *corev1.Pod
-	// Run identifies the Ray container's current run (its container ID): a restart is asked once per run.
-	Run string
-	// Started is when the current run started.
-	Started time.Time
-	// NotReadySince is when the pod last became not ready; zero while it is ready.
-	NotReadySince time.Time
+// Memory is what the operator observed of one cluster's membership, on its own clock. The zero Memory is
+// ready to use; it is not safe for concurrent use (one cluster is reconciled by one worker at a time).
+type Memory struct {
+	// head is the head run the rest is about, and headSeen when this memory first saw it.
+	head     string
+	headSeen time.Time
+	// answered is when the head run's GCS first gave an answer that lists the head; zero before.
+	answered time.Time
+	// lastAnswer is when it last did.
+	lastAnswer time.Time
+	runs       map[string]*run
+	// restarts counts, by pod UID, the restarts kray asked since a run of the pod was last listed.
+	restarts map[string]int
 }
 
-// Restart is a worker pod to restart, with why.
-type Restart struct {
-	Worker Worker
-	Reason Reason
+// run is what is known of one worker run.
+type run struct {
+	firstSeen time.Time
+	// listed: the last answer listed a live node of the run; listedReady: the pod was ready then.
+	listed, listedReady bool
+	// missingSince is when the first answer that did not list the run came, since it was last listed.
+	missingSince time.Time
+	// asked is when kray asked for the run's restart (or first found its request); zero before.
+	asked time.Time
 }
 
-// Check is the worker pods whose membership may need the GCS's answer, and when to look again at those
-// that may need it later.
-type Check struct {
-	// Due are the workers whose fate the GCS's node table decides now.
-	Due []Worker
-	// HeadReplaced marks, by pod name, the due workers that started before the head's GCS.
-	headReplaced map[string]bool
-	// Later is the earliest time a worker not yet due becomes due; zero when none will.
+// Look is what one reconcile needs to do about membership before any call.
+type Look struct {
+	// Ask is set when the GCS must be asked now.
+	Ask bool
+	// Later is when a worker out of the GCS reaches its grace; zero when none is out.
 	Later time.Time
 }
 
-// Plan reads the cluster's worker pods and its head and returns the workers whose Ray node must be looked up
-// in the GCS now. It needs no call: a cluster whose workers are all ready and younger than its head's GCS
-// (the steady state) yields nothing, and the GCS is not asked.
-func Plan(workers []*corev1.Pod, head Head, now time.Time, grace time.Duration) Check {
-	var c Check
-	if head.Ready.IsZero() || head.Started.IsZero() {
-		return c
+// Lost is a worker the GCS has not listed for at least its grace.
+type Lost struct {
+	Worker Worker
+	Reason Reason
+	// Out is how long the GCS has not listed it; Grace is its grace, before any back-off.
+	Out, Grace time.Duration
+}
+
+// Observe records the pods of one reconcile at now, and returns whether the GCS must be asked. Nothing is
+// asked while the head is not running and ready. The steady state asks nothing: every worker that the head
+// run's GCS listed and that stays ready, and every ready worker first seen after that GCS answered.
+func (m *Memory) Observe(head Head, workers []Worker, now time.Time, o Options) Look {
+	if head.Run == "" {
+		return Look{}
 	}
-	for _, p := range workers {
-		w, ok := running(p)
-		if !ok {
-			continue
+	if head.Run != m.head {
+		// A new GCS: what the old one said counts for nothing, but when each run was first seen still tells
+		// the runs that predate the new head.
+		runs := make(map[string]*run, len(m.runs))
+		for key, r := range m.runs {
+			runs[key] = &run{firstSeen: r.firstSeen}
 		}
-		if !head.FaultTolerant && w.Started.Before(head.Started) {
-			if c.headReplaced == nil {
-				c.headReplaced = map[string]bool{}
+		*m = Memory{head: head.Run, headSeen: now, runs: runs}
+	}
+	seen := make(map[string]bool, len(workers))
+	var l Look
+	for _, w := range workers {
+		seen[w.Run] = true
+		r := m.runs[w.Run]
+		if r == nil {
+			r = &run{firstSeen: now}
+			m.runs[w.Run] = r
+		}
+		switch {
+		case !r.missingSince.IsZero():
+			due := r.missingSince.Add(m.grace(r, o))
+			if !now.Before(due) {
+				l.Ask = true // confirm before a restart
+			} else if l.Later.IsZero() || due.Before(l.Later) {
+				l.Later = due
 			}
-			c.headReplaced[p.Name] = true
-			c.Due = append(c.Due, w)
+		case r.listed && !w.Ready && r.listedReady:
+			l.Ask = true // it lost its readiness since it was listed
+		case r.listed && !w.Ready:
+			// Never ready while listed (a RayService worker without Serve replicas): looked at again on a later
+			// reconcile, once the last answer is a grace old.
+			l.Ask = l.Ask || !now.Before(m.lastAnswer.Add(m.grace(r, o)))
+		case r.listed:
+		case w.Ready && !m.answered.IsZero() && r.firstSeen.After(m.answered):
+			// A new run, ready, in a cluster whose GCS answers: its raylet registered with this GCS.
+		default:
+			l.Ask = true // never judged by this GCS
+		}
+	}
+	pods := make(map[string]bool, len(workers))
+	for _, w := range workers {
+		pods[string(w.Pod.UID)] = true
+	}
+	for key := range m.runs {
+		if !seen[key] {
+			delete(m.runs, key) // the pod went, or its container restarted: a new run starts over
+		}
+	}
+	for uid := range m.restarts {
+		if !pods[uid] {
+			delete(m.restarts, uid)
+		}
+	}
+	return l
+}
+
+// Verdict is what a GCS's answer decides.
+type Verdict struct {
+	// Lost are the workers the GCS has not listed for their grace.
+	Lost []Lost
+	// Later is when the next worker out of the GCS reaches its grace; zero when none will.
+	Later time.Time
+}
+
+// Heard records the GCS's answer at now and returns the workers it has not listed for their grace. An answer
+// that does not list this cluster's head, alive at the head pod's IP, is not this cluster's GCS speaking: it
+// is ignored. workers are those given to the Observe of the same reconcile.
+func (m *Memory) Heard(head Head, workers []Worker, nodes []ray.Node, now time.Time, o Options) Verdict {
+	var v Verdict
+	if head.Run == "" || head.Run != m.head || !listsHead(nodes, head) {
+		return v
+	}
+	if m.answered.IsZero() {
+		m.answered = now
+	}
+	m.lastAnswer = now
+	for _, w := range workers {
+		r := m.runs[w.Run]
+		if r == nil {
 			continue
 		}
-		if w.NotReadySince.IsZero() {
+		if Listed(nodes, w.Pod.Name, IPs(w.Pod)) {
+			r.listed, r.listedReady, r.missingSince = true, w.Ready, time.Time{}
+			delete(m.restarts, string(w.Pod.UID))
 			continue
 		}
-		due := latest(w.Started, head.Ready, w.NotReadySince).Add(grace)
-		if !now.Before(due) {
-			c.Due = append(c.Due, w)
-		} else if c.Later.IsZero() || due.Before(c.Later) {
-			c.Later = due
+		r.listed = false
+		if r.missingSince.IsZero() {
+			r.missingSince = now
+		}
+		gone, grace := now.Sub(r.missingSince), m.grace(r, o)
+		if gone >= grace {
+			v.Lost = append(v.Lost, Lost{Worker: w, Reason: m.reason(r, o), Out: gone, Grace: grace})
+		} else if due := r.missingSince.Add(grace); v.Later.IsZero() || due.Before(v.Later) {
+			v.Later = due
 		}
 	}
-	return c
+	return v
 }
 
-// Decide returns the due workers of c whose pod the GCS's node table lists no live node for.
-func (c Check) Decide(nodes []ray.Node) []Restart {
-	var out []Restart
-	for _, w := range c.Due {
-		if Live(nodes, w.Pod) {
-			continue
-		}
-		reason := ReasonNotInGCS
-		if c.headReplaced[w.Pod.Name] {
-			reason = ReasonHeadReplaced
-		}
-		out = append(out, Restart{Worker: w, Reason: reason})
+// Asked records that the run's restart was asked at now (or found asked), and returns when it was first.
+func (m *Memory) Asked(runKey string, now time.Time) time.Time {
+	r := m.runs[runKey]
+	if r == nil {
+		return now
 	}
-	return out
+	if r.asked.IsZero() {
+		r.asked = now
+	}
+	return r.asked
 }
 
-// Live reports whether the GCS lists a node of the pod that is not dead: registered with the pod's name as
-// instance ID, or, for a node registered without one, with the pod's IP.
-func Live(nodes []ray.Node, p *corev1.Pod) bool {
-	for _, n := range nodes {
-		if n.Status == ray.NodeStatusDead {
-			continue
-		}
-		if n.InstanceID == p.Name || (n.InstanceID == "" && p.Status.PodIP != "" && n.IP == p.Status.PodIP) {
-			return true
-		}
+// WasAsked returns when the run's restart was first asked or found asked; false when it was not.
+func (m *Memory) WasAsked(runKey string) (time.Time, bool) {
+	r := m.runs[runKey]
+	if r == nil || r.asked.IsZero() {
+		return time.Time{}, false
 	}
-	return false
+	return r.asked, true
 }
 
-// running returns the worker as the decision reads it, when its Ray container runs in a running pod that no
-// one is deleting or updating: Kruise holds pods it is about to delete or update in place (kray drains their
-// Ray node there, and a drained raylet exits), and a restarting container is the kubelet's business.
-func running(p *corev1.Pod) (Worker, bool) {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
-		return Worker{}, false
+// Restarted counts a restart kray asked for the worker.
+func (m *Memory) Restarted(w Worker) {
+	if m.restarts == nil {
+		m.restarts = map[string]int{}
 	}
-	switch p.Labels[constants.LabelKruiseLifecycleState] {
-	case "", constants.KruiseStateNormal, constants.KruiseStateUpdated:
-	default:
-		return Worker{}, false
-	}
-	name := p.Spec.Containers[constants.RayContainerIndex].Name
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != name {
-			continue
-		}
-		if cs.State.Running == nil || cs.ContainerID == "" {
-			return Worker{}, false
-		}
-		return Worker{Pod: p, Run: cs.ContainerID, Started: cs.State.Running.StartedAt.Time, NotReadySince: notReadySince(p)}, true
-	}
-	return Worker{}, false
+	m.restarts[string(w.Pod.UID)]++
 }
 
-// notReadySince is when the pod's Ready condition last turned false; zero while it is true.
-func notReadySince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			if c.Status == corev1.ConditionTrue {
-				return time.Time{}
-			}
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
+// Restarts is how many restarts kray asked for the worker's pod since a run of it was last listed by the
+// current head run's GCS: the earlier restarts after which it did not join.
+func (m *Memory) Restarts(w Worker) int {
+	return m.restarts[string(w.Pod.UID)]
 }
 
-// HeadOf reads the head pod: when its Ray container started and when the pod became ready. The zero Head
-// (nothing decided) when the pod is not running, not ready, or going.
-func HeadOf(p *corev1.Pod, faultTolerant bool) Head {
-	h := Head{FaultTolerant: faultTolerant}
-	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || len(p.Spec.Containers) == 0 {
-		return h
-	}
-	name := p.Spec.Containers[constants.RayContainerIndex].Name
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == name && cs.State.Running != nil {
-			h.Started = cs.State.Running.StartedAt.Time
+// BackOff is how long a worker must stay out of the GCS before another restart, after restarts earlier
+// restarts of its pod after which it never joined: the grace, doubled for each, at most MaxBackOff.
+func BackOff(grace time.Duration, restarts int) time.Duration {
+	d := grace
+	for range restarts {
+		if d *= 2; d >= MaxBackOff {
+			return MaxBackOff
 		}
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			h.Ready = c.LastTransitionTime.Time
-		}
-	}
-	if h.Started.IsZero() || h.Ready.IsZero() {
-		return Head{FaultTolerant: faultTolerant}
-	}
-	return h
+	return d
 }
 
-// latest is the latest of ts.
-func latest(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if t.After(out) {
-			out = t
+// grace is the run's grace.
+func (m *Memory) grace(r *run, o Options) time.Duration {
+	if m.reason(r, o) == ReasonHeadReplaced {
+		if o.HeadReplacedGrace > 0 {
+			return o.HeadReplacedGrace
 		}
+		return DefaultHeadReplacedGrace
 	}
-	return out
+	if o.Grace > 0 {
+		return o.Grace
+	}
+	return DefaultGrace
+}
+
+// reason is why the run would be restarted: HeadReplaced for a run seen before the current head run, in a
+// cluster without fault tolerance. An operator that starts sees both at once, and gives its runs the longer
+// grace.
+func (m *Memory) reason(r *run, o Options) Reason {
+	if r.firstSeen.Before(m.headSeen) && !o.FaultTolerant {
+		return ReasonHeadReplaced
+	}
+	return ReasonNotInGCS
 }

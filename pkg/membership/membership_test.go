@@ -1,12 +1,14 @@
 package membership
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/ray"
@@ -14,163 +16,266 @@ import (
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
-// at is t0 plus s seconds.
+// at is t0 plus s seconds, on the operator's clock.
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-// pod is a running pod whose Ray container started at started; notReady, when not zero, is when it lost
-// its readiness.
-func pod(name string, started, notReady time.Time) *corev1.Pod {
-	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
-	if !notReady.IsZero() {
-		ready = corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(notReady)}
+// pod is a running pod named name whose Ray container runs the run named run; the timestamps the kubelet
+// writes are left out on purpose: the decision never reads them.
+func pod(name, run string, ready bool) *corev1.Pod {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-worker"}}},
 		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: "10.0.0." + name[len(name)-1:],
-			Conditions: []corev1.PodCondition{ready},
+			Phase: corev1.PodRunning, PodIP: ipOf(name),
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}},
 			ContainerStatuses: []corev1.ContainerStatus{{
-				Name: "ray-worker", ContainerID: "containerd://" + name + started.Format("150405"),
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
+				Name: "ray-worker", ContainerID: "containerd://" + run,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
 			}},
 		},
 	}
 }
 
-func node(instance string, s ray.NodeStatus) ray.Node {
-	return ray.Node{ID: []byte(instance), InstanceID: instance, Status: s}
+// ipOf is the IP of the pod named name.
+func ipOf(name string) string { return "10.0.0." + name[len(name)-1:] }
+
+// worker is the Worker of pod(name, run, ready).
+func worker(name, run string, ready bool) Worker {
+	w, ok := WorkerOf(pod(name, run, ready))
+	if !ok {
+		panic("not a running worker: " + name)
+	}
+	return w
 }
 
-func TestPlanAndDecide(t *testing.T) {
-	head := Head{Started: at(100), Ready: at(110)}
-	ft := head
-	ft.FaultTolerant = true
-	held := pod("w-6", at(0), at(200))
-	held.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
-	deleting := pod("w-7", at(0), time.Time{})
-	deleting.DeletionTimestamp = &metav1.Time{Time: at(300)}
-	waiting := pod("w-8", at(0), at(200))
-	waiting.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+var (
+	headPod  = pod("head-0", "h1", true)
+	head     = HeadOf(headPod)
+	headNode = ray.Node{ID: []byte("h"), InstanceID: "head-0", IP: ipOf("head-0"), Status: ray.NodeStatusRunning}
+)
 
+// listing is an answer of head's GCS that lists the named pods' nodes.
+func listing(names ...string) []ray.Node {
+	out := []ray.Node{headNode}
+	for _, n := range names {
+		out = append(out, ray.Node{ID: []byte(n), InstanceID: n, IP: ipOf(n), Status: ray.NodeStatusIdle})
+	}
+	return out
+}
+
+// step is one reconcile: the pods as observed, and the GCS's answer when it is asked (nil: none came).
+type step struct {
+	at      int
+	head    *Head
+	workers []Worker
+	nodes   []ray.Node
+	// ask, later and lost are what the step must give; retry, when set, is the answer's next grace end.
+	ask   bool
+	later int
+	lost  map[string]Reason
+	retry int
+}
+
+func TestMembershipOverTime(t *testing.T) {
+	ft := Options{FaultTolerant: true}
+	otherHead := HeadOf(pod("head-0", "h2", true))
+	oldHead := HeadOf(pod("head-0", "h0", true))
 	cases := []struct {
 		name  string
-		pods  []*corev1.Pod
-		head  Head
-		now   time.Time
-		nodes []ray.Node
-		// due are the pods the GCS is asked about; restart the pods restarted, with their reasons.
-		due     []string
-		restart map[string]Reason
-		later   time.Time
+		o     Options
+		steps []step
 	}{{
-		name: "steady state: ready workers younger than the head ask the GCS nothing",
-		pods: []*corev1.Pod{pod("w-1", at(120), time.Time{}), pod("w-2", at(130), time.Time{})},
-		head: head, now: at(1000),
+		name: "steady state: asked once per head run, then never",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing("w-1"), ask: true},
+			{at: 100, workers: []Worker{worker("w-1", "a", true)}},
+			{at: 1000, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}},
+		},
 	}, {
-		name: "head replaced without fault tolerance: older workers restart at once, younger ones stay",
-		pods: []*corev1.Pod{pod("w-1", at(0), time.Time{}), pod("w-2", at(50), time.Time{}), pod("w-3", at(120), time.Time{})},
-		head: head, now: at(111),
-		nodes:   []ray.Node{node("w-3", ray.NodeStatusRunning), node("head", ray.NodeStatusRunning)},
-		due:     []string{"w-1", "w-2"},
-		restart: map[string]Reason{"w-1": ReasonHeadReplaced, "w-2": ReasonHeadReplaced},
+		name: "a new run, not ready, is asked about and lost only after the grace",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing("w-1"), ask: true},
+			{at: 10, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", false)}, nodes: listing("w-1"), ask: true, retry: 70},
+			{at: 69, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", false)}, later: 70},
+			{at: 70, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", false)}, nodes: listing("w-1"), ask: true, lost: map[string]Reason{"w-2": ReasonNotInGCS}},
+		},
 	}, {
-		name: "an older worker the new GCS lists (it reconnected) is left alone",
-		pods: []*corev1.Pod{pod("w-1", at(0), time.Time{})},
-		head: head, now: at(111),
-		nodes: []ray.Node{node("w-1", ray.NodeStatusIdle)},
-		due:   []string{"w-1"},
+		name: "head replaced without fault tolerance: runs of the old GCS are lost 75 s after the first answer",
+		steps: []step{
+			{at: -100, head: &oldHead, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}, nodes: listing("w-1", "w-2"), ask: true},
+			{at: 0, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}, nodes: listing(), ask: true},
+			{at: 74, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}, later: 75},
+			{at: 75, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}, nodes: listing(), ask: true,
+				lost: map[string]Reason{"w-1": ReasonHeadReplaced, "w-2": ReasonHeadReplaced}},
+		},
 	}, {
-		name: "a dead node of the pod counts for nothing",
-		pods: []*corev1.Pod{pod("w-1", at(0), time.Time{})},
-		head: head, now: at(111),
-		nodes:   []ray.Node{node("w-1", ray.NodeStatusDead)},
-		due:     []string{"w-1"},
-		restart: map[string]Reason{"w-1": ReasonHeadReplaced},
+		name: "head replaced with fault tolerance: runs that do not reconnect wait the full grace",
+		o:    ft,
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true},
+			{at: 30, workers: []Worker{worker("w-1", "a", true)}, later: 60},
+			{at: 60, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true, lost: map[string]Reason{"w-1": ReasonNotInGCS}},
+		},
 	}, {
-		name: "with fault tolerance older ready workers are not asked about",
-		pods: []*corev1.Pod{pod("w-1", at(0), time.Time{})},
-		head: ft, now: at(111),
+		name: "a run that registers within the grace is never lost",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", false)}, nodes: listing(), ask: true},
+			{at: 5, workers: []Worker{worker("w-1", "a", true)}, later: 60},
+			{at: 60, workers: []Worker{worker("w-1", "a", true)}, nodes: listing("w-1"), ask: true},
+			{at: 500, workers: []Worker{worker("w-1", "a", true)}},
+		},
 	}, {
-		name: "with fault tolerance a not ready worker waits the grace from the head's readiness",
-		pods: []*corev1.Pod{pod("w-1", at(0), at(95))},
-		head: ft, now: at(150),
-		later: at(170),
+		name: "a run Ray restarted starts over",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true},
+			{at: 29, workers: []Worker{worker("w-1", "b", false)}, nodes: listing(), ask: true},
+			{at: 40, workers: []Worker{worker("w-1", "b", false)}, later: 89},
+			{at: 89, workers: []Worker{worker("w-1", "b", false)}, nodes: listing(), ask: true, lost: map[string]Reason{"w-1": ReasonNotInGCS}},
+		},
 	}, {
-		name: "with fault tolerance a zombie is restarted once the grace has passed",
-		pods: []*corev1.Pod{pod("w-1", at(0), at(95)), pod("w-2", at(0), at(96))},
-		head: ft, now: at(171),
-		nodes:   []ray.Node{node("w-2", ray.NodeStatusRunning)},
-		due:     []string{"w-1", "w-2"},
-		restart: map[string]Reason{"w-1": ReasonNotInGCS},
+		name: "an answer that is not this cluster's GCS records nothing",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: []ray.Node{}, ask: true},
+			{at: 100, workers: []Worker{worker("w-1", "a", true)}, nodes: []ray.Node{{InstanceID: "head-0", IP: "10.9.9.9"}}, ask: true},
+			{at: 200, workers: []Worker{worker("w-1", "a", true)}, nodes: []ray.Node{{InstanceID: "other-0", IP: ipOf("head-0")}}, ask: true},
+			{at: 300, workers: []Worker{worker("w-1", "a", true)}, nodes: []ray.Node{{InstanceID: "head-0", IP: ipOf("head-0"), Status: ray.NodeStatusDead}}, ask: true},
+			{at: 400, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true},
+			{at: 459, workers: []Worker{worker("w-1", "a", true)}, later: 460},
+		},
 	}, {
-		name: "a starting worker is never due before the grace from its container's start",
-		pods: []*corev1.Pod{pod("w-1", at(400), at(400))},
-		head: head, now: at(430),
-		later: at(460),
+		name: "a new head run starts everything over",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true},
+			{at: 25, head: &otherHead, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true},
+			{at: 30, head: &otherHead, workers: []Worker{worker("w-1", "a", true)}, later: 100},
+			{at: 100, head: &otherHead, workers: []Worker{worker("w-1", "a", true)}, nodes: listing(), ask: true, lost: map[string]Reason{"w-1": ReasonHeadReplaced}},
+		},
 	}, {
-		name: "a worker that lost its readiness later waits the grace from then",
-		pods: []*corev1.Pod{pod("w-1", at(120), at(500))},
-		head: head, now: at(530),
-		later: at(560),
+		name: "a listed worker that loses its readiness is asked about again",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true)}, nodes: listing("w-1"), ask: true},
+			{at: 10, workers: []Worker{worker("w-1", "a", true)}},
+			{at: 20, workers: []Worker{worker("w-1", "a", false)}, nodes: listing(), ask: true},
+			{at: 80, workers: []Worker{worker("w-1", "a", false)}, nodes: listing(), ask: true, lost: map[string]Reason{"w-1": ReasonNotInGCS}},
+		},
 	}, {
-		name: "a not ready worker found by its IP when its node has no instance ID",
-		pods: []*corev1.Pod{pod("w-1", at(120), at(500))},
-		head: head, now: at(600),
-		nodes: []ray.Node{{ID: []byte{1}, IP: "10.0.0.1", Status: ray.NodeStatusRunning}},
-		due:   []string{"w-1"},
+		name: "a listed worker that is never ready is asked about once the last answer is a grace old",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", false)}, nodes: listing("w-1"), ask: true},
+			{at: 59, workers: []Worker{worker("w-1", "a", false)}},
+			{at: 60, workers: []Worker{worker("w-1", "a", false)}, nodes: listing("w-1"), ask: true},
+			{at: 61, workers: []Worker{worker("w-1", "a", false)}},
+		},
 	}, {
-		name: "held, deleting and restarting pods are never due",
-		pods: []*corev1.Pod{held, deleting, waiting},
-		head: head, now: at(1000),
+		name: "a dead node counts for nothing; a node without instance ID at the pod's IP counts; runs seen with the head get the full grace",
+		steps: []step{
+			{at: 0, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)},
+				nodes: []ray.Node{headNode, {InstanceID: "w-1", IP: ipOf("w-1"), Status: ray.NodeStatusDead}, {IP: ipOf("w-2"), Status: ray.NodeStatusIdle}}, ask: true},
+			{at: 60, workers: []Worker{worker("w-1", "a", true), worker("w-2", "b", true)}, nodes: listing(), ask: true, lost: map[string]Reason{"w-1": ReasonNotInGCS}},
+		},
 	}, {
-		name: "nothing is decided while the head is not ready",
-		pods: []*corev1.Pod{pod("w-1", at(0), at(95))},
-		head: Head{Started: at(100)}, now: at(1000),
+		name: "nothing is asked or decided while the head is not running and ready",
+		steps: []step{
+			{at: 0, head: &Head{}, workers: []Worker{worker("w-1", "a", false)}},
+			{at: 1000, head: &Head{}, workers: []Worker{worker("w-1", "a", false)}},
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Plan(tc.pods, tc.head, tc.now, DefaultGrace)
-			var due []string
-			for _, w := range c.Due {
-				due = append(due, w.Pod.Name)
-			}
-			if !slices.Equal(due, tc.due) {
-				t.Errorf("due = %v, want %v", due, tc.due)
-			}
-			if !c.Later.Equal(tc.later) {
-				t.Errorf("later = %v, want %v", c.Later, tc.later)
-			}
-			got := map[string]Reason{}
-			for _, r := range c.Decide(tc.nodes) {
-				got[r.Worker.Pod.Name] = r.Reason
-				if r.Worker.Run == "" {
-					t.Errorf("restart of %s names no run", r.Worker.Pod.Name)
+			var m Memory
+			for _, s := range tc.steps {
+				h := head
+				if s.head != nil {
+					h = *s.head
 				}
-			}
-			if len(got) != len(tc.restart) {
-				t.Fatalf("restarts = %v, want %v", got, tc.restart)
-			}
-			for name, reason := range tc.restart {
-				if got[name] != reason {
-					t.Errorf("restart of %s = %q, want %q", name, got[name], reason)
+				l := m.Observe(h, s.workers, at(s.at), tc.o)
+				if l.Ask != s.ask {
+					t.Fatalf("at %d: ask = %v, want %v", s.at, l.Ask, s.ask)
+				}
+				if want := at(s.later); (s.later == 0 && !l.Later.IsZero()) || (s.later != 0 && !l.Later.Equal(want)) {
+					t.Errorf("at %d: later = %v, want +%d s", s.at, l.Later, s.later)
+				}
+				if !l.Ask {
+					continue
+				}
+				got := map[string]Reason{}
+				v := m.Heard(h, s.workers, s.nodes, at(s.at), tc.o)
+				if s.retry != 0 && !v.Later.Equal(at(s.retry)) {
+					t.Errorf("at %d: the answer's later = %v, want +%d s", s.at, v.Later, s.retry)
+				}
+				for _, lost := range v.Lost {
+					got[lost.Worker.Pod.Name] = lost.Reason
+					if lost.Out < lost.Grace {
+						t.Errorf("at %d: %s lost after %s, within its grace %s", s.at, lost.Worker.Pod.Name, lost.Out, lost.Grace)
+					}
+				}
+				if !maps.Equal(got, s.lost) && (len(got) > 0 || len(s.lost) > 0) {
+					t.Fatalf("at %d: lost = %v, want %v", s.at, got, s.lost)
 				}
 			}
 		})
 	}
 }
 
-func TestHeadOf(t *testing.T) {
-	p := pod("head-0", at(100), time.Time{})
-	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at(110))
-	if got := HeadOf(p, false); !got.Started.Equal(at(100)) || !got.Ready.Equal(at(110)) {
-		t.Errorf("HeadOf(ready head) = %+v", got)
+// Restarts count the restarts asked since the pod was last listed, and back-offs double from the grace up to
+// MaxBackOff.
+func TestRestartsAndBackOff(t *testing.T) {
+	var m Memory
+	w := worker("w-1", "a", false)
+	m.Observe(head, []Worker{w}, at(0), Options{})
+	m.Restarted(w)
+	m.Restarted(w)
+	if n := m.Restarts(w); n != 2 {
+		t.Errorf("restarts = %d, want 2", n)
 	}
-	notReady := pod("head-0", at(100), at(105))
-	if got := HeadOf(notReady, true); !got.Ready.IsZero() || !got.Started.IsZero() || !got.FaultTolerant {
-		t.Errorf("HeadOf(not ready head) = %+v, want nothing but the fault tolerance", got)
+	m.Heard(head, []Worker{w}, listing("w-1"), at(1), Options{})
+	if n := m.Restarts(w); n != 0 {
+		t.Errorf("restarts once listed = %d, want 0", n)
 	}
-	if got := HeadOf(nil, false); !got.Ready.IsZero() {
-		t.Errorf("HeadOf(nil) = %+v", got)
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{{0, time.Minute}, {1, 2 * time.Minute}, {2, 4 * time.Minute}, {3, MaxBackOff}, {40, MaxBackOff}} {
+		if got := BackOff(time.Minute, tc.n); got != tc.want {
+			t.Errorf("BackOff(1m, %d) = %s, want %s", tc.n, got, tc.want)
+		}
+	}
+	if _, asked := m.WasAsked(w.Run); asked {
+		t.Error("a run never asked reads as asked")
+	}
+	if first := m.Asked(w.Run, at(5)); !first.Equal(at(5)) || !m.Asked(w.Run, at(9)).Equal(at(5)) {
+		t.Errorf("Asked keeps the first time: got %v", first)
+	}
+}
+
+// Pods that are held by Kruise, going, or whose Ray container does not run are no Worker; a head that is
+// not ready is no Head.
+func TestWhatIsReadFromPods(t *testing.T) {
+	held := pod("w-1", "a", true)
+	held.Labels[constants.LabelKruiseLifecycleState] = constants.KruiseStatePreparingDelete
+	deleting := pod("w-2", "b", true)
+	deleting.DeletionTimestamp = &metav1.Time{Time: at(0)}
+	waiting := pod("w-3", "c", false)
+	waiting.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	for _, p := range []*corev1.Pod{held, deleting, waiting} {
+		if _, ok := WorkerOf(p); ok {
+			t.Errorf("WorkerOf(%s) is a worker, want none", p.Name)
+		}
+	}
+	if h := HeadOf(pod("head-0", "h", false)); h.Run != "" {
+		t.Errorf("HeadOf(not ready head) = %+v, want none", h)
+	}
+	if h := HeadOf(nil); h.Run != "" {
+		t.Errorf("HeadOf(nil) = %+v", h)
+	}
+	dual := pod("w-4", "d", true)
+	dual.Status.PodIPs = []corev1.PodIP{{IP: dual.Status.PodIP}, {IP: "fd00::4"}}
+	dual.Annotations = map[string]string{constants.AnnotationMultusNetworkStatus: `[{"name":"n","ips":["192.168.0.4","fd00::4"]}]`}
+	if got, want := IPs(dual), []string{ipOf("w-4"), "fd00::4", "192.168.0.4"}; !slices.Equal(got, want) {
+		t.Errorf("IPs = %v, want %v", got, want)
 	}
 }

@@ -44,6 +44,8 @@ type Observed struct {
 	GCSPaused error
 	// RestartingWorkers are the worker pods kray is restarting because they lost their Ray node.
 	RestartingWorkers []string
+	// NotJoiningWorkers are the worker pods that stayed out of their cluster's GCS after kray restarted them.
+	NotJoiningWorkers []string
 }
 
 // Compute returns the new status of rc. It does not modify rc.
@@ -67,6 +69,7 @@ func Compute(rc *rayv1.RayCluster, obs Observed) rayv1.RayClusterStatus {
 	setPodsScheduled(&st, obs)
 	setGCSPaused(&st, obs)
 	setWorkersRestarting(&st, obs)
+	setWorkersNotJoining(&st, obs)
 
 	state := st.State
 	switch {
@@ -364,6 +367,17 @@ func setWorkersRestarting(st *rayv1.RayClusterStatus, obs Observed) {
 	}
 	msg := fmt.Sprintf("restarting %d worker pods that lost their Ray node: %s", len(obs.RestartingWorkers), strings.Join(obs.RestartingWorkers, ", "))
 	set(st, constants.ConditionWorkersRestarting, metav1.ConditionTrue, constants.ReasonRayNodeLost, msg, obs.Now)
+}
+
+// setWorkersNotJoining reports the workers that stayed out of their cluster's GCS after kray restarted them,
+// and removes the condition once none does.
+func setWorkersNotJoining(st *rayv1.RayClusterStatus, obs Observed) {
+	if len(obs.NotJoiningWorkers) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, constants.ConditionWorkersNotJoining)
+		return
+	}
+	msg := fmt.Sprintf("%d worker pods stayed out of the cluster's GCS after kray restarted them, and are restarted again only after a back-off: %s", len(obs.NotJoiningWorkers), strings.Join(obs.NotJoiningWorkers, ", "))
+	set(st, constants.ConditionWorkersNotJoining, metav1.ConditionTrue, constants.ReasonRestartedWorkersNotJoining, msg, obs.Now)
 }
 
 // setSuspension runs KubeRay's suspend lifecycle and reports whether the cluster is (now) suspended.

@@ -12,12 +12,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/membership"
 	"github.com/kray-project/kray/pkg/metrics"
+	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/scale"
 	"github.com/kray-project/kray/pkg/spec"
 )
@@ -25,113 +27,162 @@ import (
 // restartPoll is how often a worker restart in progress is looked at again.
 const restartPoll = 2 * time.Second
 
-// reconcileWorkerMembership restarts the worker pods of a running cluster whose Ray node its current GCS does
-// not list (membership.Plan): in place, through a Kruise ContainerRecreateRequest (same pod, node, IP,
-// volumes and devices), or, when the request is refused or does not finish within its deadline (a node
-// without kruise-daemon), by naming the pod in its CloneSet's podsToDelete so that Kruise replaces it. One
-// restart per run of a pod's Ray container, whichever operator instance asks. The GCS is asked only when a
-// worker's membership is in doubt; a GCS that does not answer decides nothing.
+// restartGrace is how long, past a restart's deadline and the pod's termination grace period, kray waits for
+// the container it judged to be gone before it replaces the pod itself.
+const restartGrace = 10 * time.Second
+
+// reconcileWorkerMembership restarts the worker pods of a running cluster whose Ray node its current GCS has
+// not listed for a grace period (package membership has the rules): in place, through a Kruise
+// ContainerRecreateRequest (same pod, node, IP, volumes and devices), or, when the request is refused or the
+// container it judged still runs well past the request's deadline (a node without kruise-daemon), by naming
+// the pod in its CloneSet's podsToDelete so that Kruise replaces it. One restart per run of a pod's Ray
+// container, asked only while the API server shows that run, whichever operator instance asks; a worker whose
+// restarts do not bring it back waits longer before each next one. The GCS is asked only while a worker's
+// membership is in doubt; a GCS that does not answer, or that is not this cluster's, decides nothing.
 func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) error {
 	if r.Ray == nil || !spec.WorkerHealing(s.effective) || spec.ClusterSuspended(s.effective) {
 		return nil
 	}
 	now := r.now().Time
-	check := membership.Plan(s.workerPods(), membership.HeadOf(s.headPod(), spec.FTEnabled(s.effective)), now, r.healGrace())
-	if !check.Later.IsZero() {
-		s.retryAfter(check.Later.Sub(now))
+	o := membership.Options{Grace: r.HealGrace, FaultTolerant: spec.FTEnabled(s.effective)}
+	head := membership.HeadOf(s.headPod())
+	var workers []membership.Worker
+	for _, p := range s.workerPods() {
+		if w, ok := membership.WorkerOf(p); ok {
+			workers = append(workers, w)
+		}
 	}
-	if len(check.Due) == 0 {
+	mem := r.heal.of(s.rc)
+	look := mem.Observe(head, workers, now, o)
+	if !look.Later.IsZero() {
+		s.retryAfter(look.Later.Sub(now))
+	}
+	if !look.Ask {
 		return nil
 	}
 	nodes, err := r.openGCS(ctx, s).Nodes(ctx)
 	if err != nil {
 		return nil // nothing is known of the cluster's membership; the breaker and the drains report the GCS
 	}
+	v := mem.Heard(head, workers, nodes, now, o)
+	if !v.Later.IsZero() {
+		s.retryAfter(v.Later.Sub(now))
+	}
 	var errs []error
-	for _, rs := range check.Decide(nodes) {
-		errs = append(errs, r.restartWorker(ctx, s, rs))
+	for _, l := range v.Lost {
+		errs = append(errs, r.restartWorker(ctx, s, mem, l, now))
 	}
 	return errors.Join(errs...)
 }
 
-// healGrace is the grace of membership.Plan.
-func (r *Reconciler) healGrace() time.Duration {
-	if r.HealGrace > 0 {
-		return r.HealGrace
+// restartWorker restarts one lost worker's Ray container in place, after a back-off when its earlier restarts
+// did not bring it back, or has Kruise replace the pod when the restart cannot happen, and follows the
+// restart until it is done. It acts only while the API server shows the run that was judged: a cache that
+// lags may still show a run that Ray itself already ended.
+func (r *Reconciler) restartWorker(ctx context.Context, s *state, mem *membership.Memory, l membership.Lost, now time.Time) error {
+	p := l.Worker.Pod
+	if current, err := r.stillRuns(ctx, l.Worker); err != nil || !current {
+		return err
 	}
-	return membership.DefaultGrace
-}
-
-// restartWorker restarts one worker's Ray container in place, or has Kruise replace the pod when the restart
-// cannot happen, and follows the restart until it is done.
-func (r *Reconciler) restartWorker(ctx context.Context, s *state, rs membership.Restart) error {
-	p := rs.Worker.Pod
+	if asked, ok := mem.WasAsked(l.Worker.Run); ok {
+		return r.followRestart(ctx, s, l, asked, now)
+	}
+	if n := mem.Restarts(l.Worker); n > 0 {
+		wait := membership.BackOff(l.Grace, n)
+		s.notJoining = append(s.notJoining, p.Name)
+		s.warn(EventWorkerNotJoining, "Worker pod %s has stayed out of its cluster's GCS after %d restarts; the next one waits until it has been out %s: check what keeps it from the head (a NetworkPolicy on its side, its TLS)", p.Name, n, wait)
+		if l.Out < wait {
+			s.retryAfter(wait - l.Out)
+			return nil
+		}
+	}
 	if p.Annotations[constants.AnnotationRestartPolicy] == string(corev1.RestartPolicyNever) {
 		// A restarted container is an exit under Never (scale.ExitedUnderNever): the pod is replaced instead.
-		return r.replaceWorker(ctx, s, rs, "its template asks for restartPolicy Never, under which a new pod replaces an ended one")
+		return r.replaceWorker(ctx, s, l, "its template asks for restartPolicy Never, under which a new pod replaces an ended one")
 	}
-	crr := builder.WorkerRestart(s.rc, p, rs.Worker.Run, string(rs.Reason))
+	crr := builder.WorkerRestart(s.rc, p, l.Worker.ContainerID, string(l.Reason))
 	switch err := r.Writer.Create(ctx, crr); {
 	case err == nil:
-		metrics.WorkerRestarted(string(rs.Reason), metrics.RestartInPlace)
-		s.normal(EventRestartedWorker, "Worker pod %s: restarting its Ray container in place: %s", p.Name, reasonText(rs.Reason))
+		mem.Asked(l.Worker.Run, now)
+		mem.Restarted(l.Worker)
+		metrics.WorkerRestarted(string(l.Reason), metrics.RestartInPlace)
+		s.normal(EventRestartedWorker, "Worker pod %s: restarting its Ray container in place: %s", p.Name, reasonText(l))
 		s.restarting = append(s.restarting, p.Name)
 		s.retryAfter(restartPoll)
 		return nil
 	case apierrors.IsAlreadyExists(err):
+		// Asked by this operator before a restart of its own, or by another instance: timed from now.
+		return r.followRestart(ctx, s, l, mem.Asked(l.Worker.Run, now), now)
 	case rejection(err):
-		return r.replaceWorker(ctx, s, rs, fmt.Sprintf("the in-place restart was refused: %v", err))
+		return r.replaceWorker(ctx, s, l, fmt.Sprintf("the in-place restart was refused: %v", err))
 	default:
 		s.warn(EventFailedToRestartWorker, "Worker pod %s: failed to ask for the restart of its Ray container: %v", p.Name, err)
 		return fmt.Errorf("create ContainerRecreateRequest %s: %w", crr.Name, err)
 	}
-	live := &kruisev1alpha1.ContainerRecreateRequest{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(crr), live); err != nil {
-		return client.IgnoreNotFound(err) // gone after its TTL: the run it restarted is over
+}
+
+// stillRuns reports whether the API server shows the worker's pod running the Ray container run that was
+// judged, not held by Kruise and not going.
+func (r *Reconciler) stillRuns(ctx context.Context, w membership.Worker) (bool, error) {
+	live := &corev1.Pod{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(w.Pod), live); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read pod %s before restarting its Ray container: %w", w.Pod.Name, err)
 	}
-	if !ownedBy(live, s.rc) {
+	now, ok := membership.WorkerOf(live)
+	return ok && now.Run == w.Run, nil
+}
+
+// followRestart follows the restart asked at asked (on the operator's clock) of a run that still runs: it
+// waits while Kruise may still be stopping the container, and has the pod replaced once the restart clearly
+// did not happen: no kruise-daemon took the request, or the run still runs past the request's deadline and
+// the pod's termination grace period.
+func (r *Reconciler) followRestart(ctx context.Context, s *state, l membership.Lost, asked, now time.Time) error {
+	p := l.Worker.Pod
+	key := client.ObjectKey{Namespace: s.rc.Namespace, Name: names.WorkerRestart(p.Name, l.Worker.ContainerID)}
+	live := &kruisev1alpha1.ContainerRecreateRequest{}
+	switch err := r.APIReader.Get(ctx, key, live); {
+	case apierrors.IsNotFound(err):
+		return r.replaceWorker(ctx, s, l, fmt.Sprintf("its in-place restart %s ended and is gone, and the Ray container it was to restart still runs", key.Name))
+	case err != nil:
+		return fmt.Errorf("read ContainerRecreateRequest %s: %w", key.Name, err)
+	case !ownedBy(live, s.rc):
 		return notOwnedError("ContainerRecreateRequest", live.Name)
 	}
-	switch why := restartFailed(live, r.now().Time); {
-	case why != "":
-		return r.replaceWorker(ctx, s, rs, why)
-	case live.Status.Phase != kruisev1alpha1.ContainerRecreateRequestCompleted:
-		s.restarting = append(s.restarting, p.Name)
-		s.retryAfter(restartPoll)
+	if live.Status.Phase == kruisev1alpha1.ContainerRecreateRequestCompleted && !takenByDaemon(live) {
+		return r.replaceWorker(ctx, s, l, fmt.Sprintf("no kruise-daemon took its in-place restart %s (%s): none runs on the pod's node", live.Name, live.Status.Message))
 	}
+	grace := time.Duration(ptr.Deref(p.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
+	if wait := time.Duration(builder.WorkerRestartDeadlineSeconds)*time.Second + grace + restartGrace; now.Sub(asked) >= wait {
+		return r.replaceWorker(ctx, s, l, fmt.Sprintf("the Ray container its in-place restart %s was to restart still runs %s after it was asked (%s %s)", live.Name, wait, live.Status.Phase, live.Status.Message))
+	} else {
+		s.retryAfter(min(restartPoll, wait-now.Sub(asked)))
+	}
+	s.restarting = append(s.restarting, p.Name)
 	return nil
 }
 
-// restartFailed says why a worker restart will not restart the container: Kruise completed it without
-// recreating the container, or it is past its deadline (no kruise-daemon took it). Empty while it runs, or
-// once it succeeded.
-func restartFailed(crr *kruisev1alpha1.ContainerRecreateRequest, now time.Time) string {
-	if crr.Status.Phase == kruisev1alpha1.ContainerRecreateRequestCompleted {
-		for _, c := range crr.Status.ContainerRecreateStates {
-			if c.Phase != kruisev1alpha1.ContainerRecreateRequestSucceeded {
-				return fmt.Sprintf("the in-place restart %s ended %s: %s %s", crr.Name, c.Phase, c.Message, crr.Status.Message)
-			}
+// takenByDaemon reports whether a kruise-daemon took the request: it records the container it restarts.
+func takenByDaemon(crr *kruisev1alpha1.ContainerRecreateRequest) bool {
+	for _, c := range crr.Spec.Containers {
+		if c.StatusContext != nil {
+			return true
 		}
-		if len(crr.Status.ContainerRecreateStates) == 0 && crr.Status.Message != "" {
-			return fmt.Sprintf("the in-place restart %s ended without a restart: %s", crr.Name, crr.Status.Message)
-		}
-		return ""
 	}
-	deadline := crr.CreationTimestamp.Add(time.Duration(builder.WorkerRestartDeadlineSeconds)*time.Second + restartGrace)
-	if !crr.CreationTimestamp.IsZero() && !now.Before(deadline) {
-		return fmt.Sprintf("the in-place restart %s did not finish within %ds (phase %q): no kruise-daemon runs on the pod's node", crr.Name, builder.WorkerRestartDeadlineSeconds, crr.Status.Phase)
-	}
-	return ""
+	return false
 }
 
-// restartGrace is how long after a restart's deadline kray waits for Kruise to complete it, before it
-// replaces the pod itself.
-const restartGrace = 10 * time.Second
-
 // replaceWorker names the pod in its CloneSet's podsToDelete with its replicas unchanged, so that Kruise
-// replaces it with a new pod: the restart kray could not make in place.
-func (r *Reconciler) replaceWorker(ctx context.Context, s *state, rs membership.Restart, why string) error {
-	p := rs.Worker.Pod
+// replaces it with a new pod: the restart kray could not make in place. A pod of a multi-host group is never
+// named (its replacement would replace every host of its replica, each alive in Ray): a Warning says why.
+func (r *Reconciler) replaceWorker(ctx context.Context, s *state, l membership.Lost, why string) error {
+	p := l.Worker.Pod
+	if hosts := s.hostsOf(p); hosts > 1 {
+		s.warn(EventFailedToRestartWorker, "Worker pod %s could not be restarted in place (%s) and is not replaced: its group has %d hosts per replica, and replacing one pod replaces the whole replica", p.Name, why, hosts)
+		return nil
+	}
 	ref := metav1.GetControllerOf(p)
 	var cs *kruisev1alpha1.CloneSet
 	for i := range s.children.cloneSets {
@@ -156,21 +207,31 @@ func (r *Reconciler) replaceWorker(ctx context.Context, s *state, rs membership.
 	}
 	s.restarting = append(s.restarting, p.Name)
 	if changed {
-		metrics.WorkerRestarted(string(rs.Reason), metrics.RestartReplaced)
-		s.normal(EventRestartedWorker, "Worker pod %s: asked CloneSet %s to replace it (%s), since %s", p.Name, cs.Name, reasonText(rs.Reason), why)
+		metrics.WorkerRestarted(string(l.Reason), metrics.RestartReplaced)
+		s.normal(EventRestartedWorker, "Worker pod %s: asked CloneSet %s to replace it (%s), since %s", p.Name, cs.Name, reasonText(l), why)
 	}
 	return nil
 }
 
-// reasonText explains a restart reason in an event.
-func reasonText(reason membership.Reason) string {
-	switch reason {
+// reasonText explains why a lost worker is restarted, in an event.
+func reasonText(l membership.Lost) string {
+	switch l.Reason {
 	case membership.ReasonHeadReplaced:
-		return "its Ray node belonged to a GCS that is gone (the head was replaced without GCS fault tolerance), and Ray would end it only after gcs_rpc_server_reconnect_timeout_s"
+		return fmt.Sprintf("it ran before the head's new GCS (the head was replaced without GCS fault tolerance), which has not listed its Ray node for %s", l.Out)
 	case membership.ReasonNotInGCS:
-		return "it has not been ready for the grace period and the cluster's GCS lists no live Ray node for it"
+		return fmt.Sprintf("the cluster's GCS has not listed a live Ray node for it for %s", l.Out)
 	}
-	return string(reason)
+	return string(l.Reason)
+}
+
+// hostsOf is the hosts per replica of the pod's worker group, 1 when the group is not in the spec.
+func (s *state) hostsOf(p *corev1.Pod) int32 {
+	for i := range s.effective.Spec.WorkerGroupSpecs {
+		if g := &s.effective.Spec.WorkerGroupSpecs[i]; g.GroupName == p.Labels[constants.LabelGroup] {
+			return spec.NumOfHosts(g)
+		}
+	}
+	return 1
 }
 
 // workerPods are the cluster's worker pods that one of its own CloneSets controls.

@@ -3,6 +3,7 @@ package raycluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -23,13 +24,15 @@ import (
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/membership"
 	"github.com/kray-project/kray/pkg/names"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
 // membershipEnv converges cluster "c" with two workers and a GCS that lists nodes, then makes every pod
 // run: the head's Ray container started headStarted ago and became ready 10 s later, each worker's started
-// workerStarted ago and is ready.
+// workerStarted ago and is ready. A head younger than its workers was replaced while the operator watched: it
+// saw the workers with the head's run before, a minute before the new one started.
 func membershipEnv(t *testing.T, headStarted, workerStarted time.Duration, nodes []ray.Node, mutate ...func(*rayv1.RayCluster)) (*env, *fakeRay, *rayv1.RayCluster) {
 	t.Helper()
 	rc := cluster("c").group("g", 2).with(func(rc *rayv1.RayCluster) {
@@ -41,14 +44,26 @@ func membershipEnv(t *testing.T, headStarted, workerStarted time.Duration, nodes
 	gcs := &fakeRay{nodes: nodes}
 	e.r.Ray = gcs
 	e.converge(rc)
-	for _, name := range e.pods(rc) {
-		p := e.get(&corev1.Pod{}, name).(*corev1.Pod)
-		started, ready := testNow.Add(-workerStarted), testNow.Add(-workerStarted)
-		if p.Labels[constants.LabelNodeType] == string(rayv1.HeadNode) {
-			started, ready = testNow.Add(-headStarted), testNow.Add(-headStarted+10*time.Second)
+	run := func(headStarted time.Duration) {
+		for _, name := range e.pods(rc) {
+			p := e.get(&corev1.Pod{}, name).(*corev1.Pod)
+			started, ready := testNow.Add(-workerStarted), testNow.Add(-workerStarted)
+			p.Status.PodIP = workerIP(slices.Index(workers, p.Name))
+			if p.Labels[constants.LabelNodeType] == string(rayv1.HeadNode) {
+				started, ready = testNow.Add(-headStarted), testNow.Add(-headStarted+10*time.Second)
+				p.Status.PodIP = headIP
+			}
+			p.Status.PodIPs = []corev1.PodIP{{IP: p.Status.PodIP}}
+			runContainer(t, e, p, started, ready, true)
 		}
-		runContainer(t, e, p, started, ready, true)
 	}
+	if headStarted < workerStarted {
+		run(workerStarted)
+		e.clock.SetTime(testNow.Add(-headStarted - time.Minute))
+		e.mustReconcile(rc)
+		e.clock.SetTime(testNow)
+	}
+	run(headStarted)
 	e.takeEvents()
 	return e, gcs, rc
 }
@@ -90,18 +105,33 @@ func (e *env) restarts() map[string]*kruisev1alpha1.ContainerRecreateRequest {
 
 var (
 	workers   = []string{"c-g-worker-00000", "c-g-worker-00001"}
-	headNode  = ray.Node{ID: []byte("h"), InstanceID: "c-head-0", Status: ray.NodeStatusRunning}
+	headIP    = "10.0.0.100"
+	headNode  = ray.Node{ID: []byte("h"), InstanceID: "c-head-0", IP: headIP, Status: ray.NodeStatusRunning}
 	bothNodes = []ray.Node{headNode,
-		{ID: []byte("n0"), InstanceID: workers[0], Status: ray.NodeStatusIdle},
-		{ID: []byte("n1"), InstanceID: workers[1], Status: ray.NodeStatusIdle}}
+		{ID: []byte("n0"), InstanceID: workers[0], IP: workerIP(0), Status: ray.NodeStatusIdle},
+		{ID: []byte("n1"), InstanceID: workers[1], IP: workerIP(1), Status: ray.NodeStatusIdle}}
 )
 
-// A head replaced without GCS fault tolerance: the workers that registered with the old GCS are restarted in
-// place at once, each once, whatever a second reconcile or a second operator instance sees; the condition
-// says so while the restarts run.
+// workerIP is the IP of worker pod i (of workers); a pod not among them gets one of its own too.
+func workerIP(i int) string {
+	return fmt.Sprintf("10.0.1.%d", i+10)
+}
+
+// pastHeadReplacedGrace reconciles rc at the new GCS's first answer and once its workers' grace has passed.
+func (e *env) pastHeadReplacedGrace(rc *rayv1.RayCluster) []string {
+	e.t.Helper()
+	e.clock.SetTime(testNow)
+	e.mustReconcile(rc)
+	e.clock.SetTime(testNow.Add(membership.DefaultHeadReplacedGrace))
+	return e.mustReconcile(rc)
+}
+
+// A head replaced without GCS fault tolerance: the workers that registered with the old GCS and that the new
+// one does not list for the grace are restarted in place, each once, whatever a second reconcile or a second
+// operator instance sees; the condition says so while the restarts run.
 func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
 	e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
-	writes := e.mustReconcile(rc)
+	writes := e.pastHeadReplacedGrace(rc)
 	got := e.restarts()
 	if len(got) != 2 {
 		t.Fatalf("restarts for %d pods, want both workers (writes %v)", len(got), writes)
@@ -123,11 +153,15 @@ func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
 		t.Errorf("condition %s = %+v, want True naming the workers", constants.ConditionWorkersRestarting, cond)
 	}
 
-	// The containers have not restarted yet: neither this operator nor a second instance asks again.
+	// The containers have not restarted yet: neither this operator nor a second instance, which times the
+	// loss from its own first answer, asks again.
 	other := &Reconciler{Cache: e.api, APIReader: e.api, Writer: writetest.New(e.api), Events: shared.Events{Recorder: e.events}, Options: e.r.Options, Clock: e.clock, Ray: e.r.Ray}
-	for _, r := range []*Reconciler{e.r, other} {
-		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
-			t.Fatal(err)
+	for _, d := range []time.Duration{31 * time.Second, 62 * time.Second} {
+		e.clock.SetTime(testNow.Add(d))
+		for _, r := range []*Reconciler{e.r, other} {
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if n := len(e.restarts()); n != 2 {
@@ -140,7 +174,7 @@ func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
 	// Restarted, the workers register with the new GCS: nothing more is asked, and the condition goes.
 	e.r.Ray.(*fakeRay).nodes = bothNodes
 	for _, w := range workers {
-		runContainer(t, e, e.get(&corev1.Pod{}, w).(*corev1.Pod), testNow, testNow.Add(5*time.Second), true)
+		runContainer(t, e, e.get(&corev1.Pod{}, w).(*corev1.Pod), testNow.Add(70*time.Second), testNow.Add(75*time.Second), true)
 	}
 	e.mustReconcile(rc)
 	if n := len(e.restarts()); n != 2 {
@@ -151,8 +185,9 @@ func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
 	}
 }
 
-// Workers that the GCS lists, ready workers younger than the head, a GCS that does not answer, fault
-// tolerance, and the switch turned off: nothing is restarted, and in the steady state the GCS is not asked.
+// Workers that the GCS lists, a GCS that does not answer, and the switch turned off: nothing is restarted,
+// however long the reconciles go on. In the steady state the GCS is asked once per head run (kray's memory
+// starts with the operator), then no more.
 func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -161,15 +196,12 @@ func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
 		nodes         []ray.Node
 		gcsErr        bool
 		mutate        func(*rayv1.RayCluster)
-		wantDial      bool
+		// dials is how many times the GCS is asked over the reconciles.
+		dials int
 	}{
-		{name: "steady state", headStarted: time.Hour, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode}},
-		{name: "head replaced, workers reconnected", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: bothNodes, wantDial: true},
-		{name: "head replaced, GCS not answering", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, gcsErr: true, wantDial: true},
-		{name: "head replaced with GCS fault tolerance", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode},
-			mutate: func(rc *rayv1.RayCluster) {
-				rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
-			}},
+		{name: "steady state", headStarted: time.Hour, workerStarted: 10 * time.Minute, nodes: bothNodes, dials: 1},
+		{name: "head replaced, workers reconnected", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: bothNodes, dials: 1},
+		{name: "head replaced, GCS not answering", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, gcsErr: true},
 		{name: "healing turned off", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode},
 			mutate: func(rc *rayv1.RayCluster) {
 				rc.Annotations = map[string]string{constants.AnnotationWorkerHealing: "false"}
@@ -186,19 +218,21 @@ func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
 			if tc.gcsErr {
 				e.r.Ray = failingRay{}
 			}
-			writes := e.mustReconcile(rc)
-			if n := len(e.restarts()); n != 0 {
-				t.Errorf("%d restarts, want none (writes %v)", n, writes)
+			for _, d := range []time.Duration{0, 40 * time.Second, 70 * time.Second, 5 * time.Minute} {
+				e.clock.SetTime(testNow.Add(d))
+				if writes := e.mustReconcile(rc); len(e.restarts()) != 0 {
+					t.Fatalf("%d restarts at +%s, want none (writes %v)", len(e.restarts()), d, writes)
+				}
 			}
-			if dialled := len(gcs.tokens) > 0; !tc.gcsErr && dialled != tc.wantDial {
-				t.Errorf("GCS asked: %v, want %v", dialled, tc.wantDial)
+			if !tc.gcsErr && len(gcs.tokens) != tc.dials {
+				t.Errorf("GCS asked %d times, want %d", len(gcs.tokens), tc.dials)
 			}
 		})
 	}
 }
 
-// With fault tolerance, a worker that stays not ready and out of the GCS (a zombie) is restarted once the
-// grace has passed since the head became ready; before, kray only looks again when the grace ends.
+// With fault tolerance, a worker that stays not ready and out of the GCS (a zombie) is restarted once the GCS
+// has not listed it for the grace; before, kray only looks again when the grace ends.
 func TestZombieWorkerRestartsAfterTheGrace(t *testing.T) {
 	ft := func(rc *rayv1.RayCluster) {
 		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
@@ -207,7 +241,7 @@ func TestZombieWorkerRestartsAfterTheGrace(t *testing.T) {
 	e, _, rc := membershipEnv(t, 40*time.Second, 10*time.Minute, nodes, ft)
 	zombie := e.get(&corev1.Pod{}, workers[0]).(*corev1.Pod)
 	runContainer(t, e, zombie, testNow.Add(-10*time.Minute), testNow.Add(-45*time.Second), false)
-	// The head became ready 30 s ago: the grace (60 s) ends in 30 s.
+	// The first answer misses it: the grace (60 s) ends in 60 s.
 	_, res, err := e.reconcile(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -215,10 +249,10 @@ func TestZombieWorkerRestartsAfterTheGrace(t *testing.T) {
 	if n := len(e.restarts()); n != 0 {
 		t.Fatalf("%d restarts within the grace, want none", n)
 	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
-		t.Errorf("requeue after %v, want by the end of the grace (30 s)", res.RequeueAfter)
+	if res.RequeueAfter <= 0 || res.RequeueAfter > membership.DefaultGrace {
+		t.Errorf("requeue after %v, want by the end of the grace (%s)", res.RequeueAfter, membership.DefaultGrace)
 	}
-	e.clock.SetTime(testNow.Add(31 * time.Second))
+	e.clock.SetTime(testNow.Add(membership.DefaultGrace))
 	e.mustReconcile(rc)
 	got := e.restarts()
 	if len(got) != 1 || got[workers[0]] == nil || got[workers[0]].Annotations[constants.AnnotationRestartReason] != "NotInGCS" {
@@ -232,7 +266,7 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
 		e.r.Writer = refusingRestarts{e.r.Writer}
-		writes := e.mustReconcile(rc)
+		writes := e.pastHeadReplacedGrace(rc)
 		cs := e.get(&kruisev1alpha1.CloneSet{}, names.WorkerCloneSet("c", "g")).(*kruisev1alpha1.CloneSet)
 		if !slices.Equal(cs.Spec.ScaleStrategy.PodsToDelete, workers) || ptr.Deref(cs.Spec.Replicas, 0) != 2 {
 			t.Errorf("CloneSet podsToDelete %v replicas %d, want both workers named with replicas 2 (writes %v)", cs.Spec.ScaleStrategy.PodsToDelete, ptr.Deref(cs.Spec.Replicas, 0), writes)
@@ -243,7 +277,7 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 			rc.Spec.WorkerGroupSpecs[0].Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 		}
 		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode}, never)
-		e.mustReconcile(rc)
+		e.pastHeadReplacedGrace(rc)
 		if n := len(e.restarts()); n != 0 {
 			t.Errorf("%d in-place restarts under restartPolicy Never, want none: a restarted container is an exit there", n)
 		}
@@ -254,7 +288,7 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 	})
 	t.Run("never taken by a daemon", func(t *testing.T) {
 		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
-		e.mustReconcile(rc)
+		e.pastHeadReplacedGrace(rc)
 		for _, crr := range e.restarts() {
 			crr.Status = kruisev1alpha1.ContainerRecreateRequestStatus{Phase: kruisev1alpha1.ContainerRecreateRequestCompleted, Message: "daemon has not responded for a long time"}
 			if err := e.api.Update(context.Background(), crr); err != nil {
@@ -298,15 +332,24 @@ func (w refusingRestarts) Create(ctx context.Context, obj client.Object, opts ..
 // restart done: nothing is asked again and no pod is replaced.
 func TestRestartDoneBehindALaggingCache(t *testing.T) {
 	e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
-	e.mustReconcile(rc)
+	e.pastHeadReplacedGrace(rc)
+	e.r.Cache = snapshot(t, e)
+	for _, w := range workers {
+		restartedRun(t, e, w, testNow.Add(40*time.Second))
+	}
 	for _, crr := range e.restarts() {
+		crr.Spec.Containers[0].StatusContext = &kruisev1alpha1.ContainerRecreateRequestContainerContext{ContainerID: crr.Annotations[constants.AnnotationRestartedRun]}
 		crr.Status = kruisev1alpha1.ContainerRecreateRequestStatus{Phase: kruisev1alpha1.ContainerRecreateRequestCompleted,
 			ContainerRecreateStates: []kruisev1alpha1.ContainerRecreateRequestContainerRecreateState{{Name: "ray-worker", Phase: kruisev1alpha1.ContainerRecreateRequestSucceeded}}}
 		if err := e.api.Update(context.Background(), crr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writes := e.mustReconcile(rc)
+	var writes []string
+	for _, d := range []time.Duration{45 * time.Second, 2 * time.Minute, 5 * time.Minute} {
+		e.clock.SetTime(testNow.Add(d))
+		writes, _, _ = e.reconcile(rc) // the stale cache may fail the status write
+	}
 	if n := len(e.restarts()); n != 2 {
 		t.Errorf("%d restarts, want the 2 done ones", n)
 	}

@@ -54,6 +54,7 @@ const (
 	EventFailedToReleaseDrainHook      = "FailedToReleaseDrainHook"
 	EventRestartedWorker               = "RestartedWorker"
 	EventFailedToRestartWorker         = "FailedToRestartWorker"
+	EventWorkerNotJoining              = "WorkerNotJoining"
 
 	// KubeRay v1.7's NetworkPolicy reasons.
 	EventCreatedNetworkPolicy        = "CreatedNetworkPolicy"

@@ -49,8 +49,8 @@ type Reconciler struct {
 	// outside the cluster network).
 	RayGCSAddress string
 
-	// HealGrace is how long a worker may be not ready and out of its cluster's GCS before kray restarts it;
-	// 0 is membership.DefaultGrace.
+	// HealGrace is how long a worker run kray saw start while its cluster's GCS answered may stay out of that
+	// GCS before kray restarts it; 0 is membership.DefaultGrace.
 	HealGrace time.Duration
 
 	// ResyncPeriod is how often a settled RayCluster is reconciled without an event; 0 means 5 minutes.
@@ -77,6 +77,8 @@ type Reconciler struct {
 	// createdSecrets remembers, by RayCluster, the auth Secret known to exist ("<cluster UID>/<Secret name>"):
 	// kray does not watch Secrets. A deleted RayCluster's entry goes with it.
 	createdSecrets sync.Map
+	// heal is what worker healing observed of each cluster's membership.
+	heal healMemory
 	// ownedSecrets remembers the certificate Secrets that carry their Certificate's owner reference (Secret
 	// to Certificate UID): kray does not watch Secrets.
 	ownedSecrets sync.Map
@@ -186,6 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.progress.forget(req.NamespacedName)
 			r.createdSecrets.Delete(req.NamespacedName)
 			r.gcs.forget(req.NamespacedName)
+			r.heal.forget(req.NamespacedName)
 			r.forgetCertificateSecrets(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -47,6 +47,8 @@ type state struct {
 	gcs *gcsSession
 	// restarting are the worker pods whose restart (membership) was asked or is under way.
 	restarting []string
+	// notJoining are the worker pods that stayed out of the GCS after kray restarted them, in a back-off.
+	notJoining []string
 }
 
 // schedulingOf is how a cluster's pods are scheduled: as its workloads record it (the head StatefulSet's,

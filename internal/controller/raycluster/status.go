@@ -67,6 +67,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state, obs status.Obser
 	obs.BatchScheduler = s.options.Scheduling.Scheduler
 	obs.GCSPaused = r.gcs.paused(key, obs.Now.Time)
 	obs.RestartingWorkers = s.restarting
+	obs.NotJoiningWorkers = s.notJoining
 	updated := status.Compute(rc, obs)
 	metrics.ObserveCluster(rc.Namespace, rc.Name, string(updated.State), len(obs.Pods))
 	if !status.NeedsWrite(rc.Status, updated) {
