@@ -247,6 +247,19 @@ func (m *Memory) Restarts(w Worker) int {
 	return m.restarts[string(w.Pod.UID)]
 }
 
+// NotJoining are the workers that the GCS has left out for their grace although kray restarted their pod
+// since a run of it was last listed: restarts do not bring them back.
+func (m *Memory) NotJoining(workers []Worker, now time.Time, o Options) []Worker {
+	var out []Worker
+	for _, w := range workers {
+		r := m.runs[w.Run]
+		if r != nil && m.restarts[string(w.Pod.UID)] > 0 && !r.missingSince.IsZero() && now.Sub(r.missingSince) >= m.grace(r, o) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // BackOff is how long a worker must stay out of the GCS before another restart, after restarts earlier
 // restarts of its pod after which it never joined: the grace, doubled for each, at most MaxBackOff.
 func BackOff(grace time.Duration, restarts int) time.Duration {

@@ -33,8 +33,8 @@ const restartGrace = 10 * time.Second
 
 // reconcileWorkerMembership restarts the worker pods of a running cluster whose Ray node its current GCS has
 // not listed for a grace period (package membership has the rules): in place, through a Kruise
-// ContainerRecreateRequest (same pod, node, IP, volumes and devices), or, when the request is refused or the
-// container it judged still runs well past the request's deadline (a node without kruise-daemon), by naming
+// ContainerRecreateRequest (same pod, node, IP, volumes and devices), or, when the request is refused, no
+// kruise-daemon takes it, or the container it judged still runs well past the request's deadline, by naming
 // the pod in its CloneSet's podsToDelete so that Kruise replaces it. One restart per run of a pod's Ray
 // container, asked only while the API server shows that run, whichever operator instance asks; a worker whose
 // restarts do not bring it back waits longer before each next one. The GCS is asked only while a worker's
@@ -57,12 +57,20 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 	if !look.Later.IsZero() {
 		s.retryAfter(look.Later.Sub(now))
 	}
+	defer func() {
+		for _, w := range mem.NotJoining(workers, now, o) {
+			s.notJoining = append(s.notJoining, w.Pod.Name)
+		}
+	}()
 	if !look.Ask {
 		return nil
 	}
 	nodes, err := r.openGCS(ctx, s).Nodes(ctx)
 	if err != nil {
-		return nil // nothing is known of the cluster's membership; the breaker and the drains report the GCS
+		// Nothing is known of the cluster's membership; the breaker reports the GCS. Nothing else may come to
+		// reconcile the cluster (a zombie's readiness never changes): look again once a pause would end.
+		s.retryAfter(gcsPauseFirst)
+		return nil
 	}
 	v := mem.Heard(head, workers, nodes, now, o)
 	if !v.Later.IsZero() {
@@ -89,7 +97,6 @@ func (r *Reconciler) restartWorker(ctx context.Context, s *state, mem *membershi
 	}
 	if n := mem.Restarts(l.Worker); n > 0 {
 		wait := membership.BackOff(l.Grace, n)
-		s.notJoining = append(s.notJoining, p.Name)
 		s.warn(EventWorkerNotJoining, "Worker pod %s has stayed out of its cluster's GCS after %d restarts; the next one waits until it has been out %s: check what keeps it from the head (a NetworkPolicy on its side, its TLS)", p.Name, n, wait)
 		if l.Out < wait {
 			s.retryAfter(wait - l.Out)

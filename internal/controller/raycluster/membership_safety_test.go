@@ -322,6 +322,12 @@ func TestAWorkerThatNeverJoinsIsRestartedWithABackOff(t *testing.T) {
 	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, workers[0]) {
 		t.Errorf("condition %s = %+v, want True naming %s", constants.ConditionWorkersNotJoining, cond, workers[0])
 	}
+	// It joins at last: the condition goes.
+	gcs.nodes = []ray.Node{headNode, workerNode(0), workerNode(1)}
+	e.reconcileAt(rc, 13*time.Minute)
+	if cond := meta.FindStatusCondition(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).Status.Conditions, constants.ConditionWorkersNotJoining); cond != nil {
+		t.Errorf("condition %s = %+v once the worker joined, want none", constants.ConditionWorkersNotJoining, cond)
+	}
 }
 
 // crrsOf are the restarts asked for the pod named name, whatever their run.
@@ -347,4 +353,26 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A GCS that does not answer while a worker's membership is in doubt (the head was just replaced, or kray
+// paused its calls) is asked again shortly: no event may come to reconcile the cluster (a zombie's readiness
+// never changes), and its loss would otherwise wait for the resync.
+func TestAGCSThatDidNotAnswerIsAskedAgain(t *testing.T) {
+	e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+	answering := e.r.Ray
+	e.r.Ray = failingRay{}
+	_, res, err := e.reconcile(rc)
+	if err != nil {
+		t.Logf("reconcile: %v", err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > gcsPauseMax {
+		t.Fatalf("requeue after %v with a GCS that did not answer and workers in doubt, want within %s", res.RequeueAfter, gcsPauseMax)
+	}
+	e.r.Ray = answering
+	e.reconcileAt(rc, time.Minute)
+	e.reconcileAt(rc, 3*time.Minute)
+	if n := len(e.restarts()); n != 2 {
+		t.Errorf("%d restarts once the GCS answers, want 2", n)
+	}
 }
