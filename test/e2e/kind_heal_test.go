@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +53,15 @@ func rayNodesOf(t *testing.T, head *corev1.Pod) map[string]string {
 	return out
 }
 
-// rayContainerRestarts is the restart count of each worker's Ray container, by pod name.
-func rayContainerRestarts(g Gomega, rc *rayv1.RayCluster) map[string]int32 {
+// rayContainerRestarts is the restart count of each worker's Ray container in group (every group when ""),
+// by pod name.
+func rayContainerRestarts(g Gomega, rc *rayv1.RayCluster, group string) map[string]int32 {
 	out := map[string]int32{}
-	for _, p := range workerPods(g, rc, "workergroup") {
+	pods := workerPods(g, rc, group)
+	if group == "" {
+		pods = allWorkers(g, rc)
+	}
+	for _, p := range pods {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name == "ray-worker" {
 				out[p.Name] = cs.RestartCount
@@ -86,7 +93,7 @@ func expectWorkersRejoin(t *testing.T, rc *rayv1.RayCluster, before map[string]t
 	// The raylet registers as soon as its container starts; the kubelet reports the restart on its next status
 	// sync, which can come later.
 	g.Eventually(func(g Gomega) {
-		g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "each worker's Ray container restarted once")
+		g.Expect(rayContainerRestarts(g, rc, "workergroup")).To(Equal(want), "each worker's Ray container restarted once")
 	}, kindTimeout, time.Second).Should(Succeed())
 	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
 	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
@@ -119,26 +126,141 @@ func newHeadReady(t *testing.T, rc *rayv1.RayCluster, old types.UID) time.Time {
 	return ready
 }
 
-// kuberay#1141 with a real kubelet: a head pod deleted without GCS fault tolerance comes back as a new GCS
-// that knows none of the workers, whose raylets Ray would end only at their next liveness self-check (a
-// minute by default, ten here). kray restarts each worker's Ray container in place at once (kruise-daemon
-// recreates it through the node's containerd): same pods, each container restarted once, every worker live in
-// the new GCS.
-func TestKindReplacedHeadBringsItsWorkersBack(t *testing.T) {
-	requireKind(t)
+// selfChecks are the liveness self-check intervals of the groups of headLossRayCluster, in milliseconds: Ray's
+// own raylets end at the first two within a minute of a new GCS; only kray restarts the last one's.
+var selfChecks = []int{5000, 60000, 600000}
+
+// headLossRayCluster is kindRayCluster with one worker in each of the groups named after the self-check
+// intervals given (milliseconds), whose raylets self-check at those intervals, and a head whose Ray container
+// starts only after an init container has slept as many seconds as the ConfigMap headHold says (none when it
+// does not exist): a head that can be kept away.
+func headLossRayCluster(ns, name string, checks ...int) *rayv1.RayCluster {
+	rc := kindRayCluster(ns, name, 1)
+	base := rc.Spec.WorkerGroupSpecs[0]
+	rc.Spec.WorkerGroupSpecs = nil
+	for _, ms := range checks {
+		grp := *base.DeepCopy()
+		grp.GroupName = fmt.Sprintf("check%ds", ms/1000)
+		c := &grp.Template.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "RAY_raylet_liveness_self_check_interval_ms", Value: strconv.Itoa(ms)})
+		rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, grp)
+	}
+	head := &rc.Spec.HeadGroupSpec.Template.Spec
+	head.Volumes = append(head.Volumes, corev1.Volume{Name: "hold", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: headHold}, Optional: ptr.To(true)}}})
+	head.InitContainers = append(head.InitContainers, corev1.Container{
+		Name: "hold", Image: head.Containers[0].Image, Command: []string{"sh", "-c", `sleep "$(cat /hold/seconds 2>/dev/null || echo 0)"`},
+		VolumeMounts: []corev1.VolumeMount{{Name: "hold", MountPath: "/hold"}},
+		Resources:    head.Containers[0].Resources,
+	})
+	return rc
+}
+
+// headHold is the ConfigMap whose key "seconds" keeps a new head of headLossRayCluster away that long.
+const headHold = "head-hold"
+
+// allWorkers are the cluster's worker pods.
+func allWorkers(g Gomega, rc *rayv1.RayCluster) []corev1.Pod {
+	return clusterPods(g, rc, constants.LabelNodeType, constants.NodeTypeWorker)
+}
+
+// restartRequests are the reasons of the ContainerRecreateRequests kray made for the cluster's pods, by pod name.
+func restartRequests(g Gomega, rc *rayv1.RayCluster) map[string][]string {
+	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
+	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
+	out := map[string][]string{}
+	for _, c := range crrs.Items {
+		out[c.Spec.PodName] = append(out[c.Spec.PodName], c.Annotations[constants.AnnotationRestartReason])
+	}
+	return out
+}
+
+// expectRestartsThenNone waits until every worker of before has restarted its Ray container exactly want
+// times, never more, in its own pod, live in the current GCS; then watches for 90 s more, counted from then or
+// from the new head's readiness, whichever is later, that no container restarts again. kray's longest grace
+// for a run that joins late is 60 s from its first GCS answer: a restart it wrongly asked for falls inside.
+func expectRestartsThenNone(t *testing.T, rc *rayv1.RayCluster, before map[string]types.UID, headReady time.Time, want int32) {
+	t.Helper()
 	g := NewWithT(t)
-	rc := create(t, healingRayCluster(kindNamespace(t), "heal", 2))
-	waitKindReady(t, rc, 2)
-	before := uids(workerPods(g, rc, "workergroup"))
-	old := headPod(g, rc)
-	g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
-	ready := newHeadReady(t, rc, old.UID)
-	took := expectWorkersRejoin(t, rc, before, ready)
-	t.Logf("every worker live in the new GCS %s after the new head became ready", took.Round(time.Second))
-	created, deleted := ledger.counts(t, rc)
-	g.Expect(created).To(Equal(1+2+1), "one replacement head, nothing else")
-	g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
-	expectOperatorNeverForbidden(t)
+	wanted := map[string]int32{}
+	for name := range before {
+		wanted[name] = want
+	}
+	atMost := func(g Gomega) map[string]int32 {
+		got := rayContainerRestarts(g, rc, "")
+		for name, n := range got {
+			g.Expect(n).To(BeNumerically("<=", want), "worker %s restarted %d times, want %d", name, n, want)
+		}
+		return got
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(atMost(g)).To(Equal(wanted), "each worker's Ray container restarted %d times", want)
+		nodes := rayNodes(t, rc)
+		for name := range before {
+			g.Expect(nodes[name]).To(BeElementOf("IDLE", "RUNNING"), "worker %s in the new GCS (nodes %v)", name, nodes)
+		}
+	}, kindTimeout, 2*time.Second).Should(Succeed())
+	settled := time.Now()
+	t.Logf("every worker restarted %d times and in the new GCS %s after the new head became ready", want, settled.Sub(headReady).Round(time.Second))
+	g.Consistently(atMost, time.Until(latestOf(settled, headReady).Add(90*time.Second)), 2*time.Second).Should(Equal(wanted), "no more restarts")
+	g.Expect(uids(allWorkers(g, rc))).To(Equal(before), "the workers keep their pods")
+}
+
+// latestOf is the later of a and b.
+func latestOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// kuberay#1141 with a real kubelet, and what kray must never do about it. A head pod deleted without GCS fault
+// tolerance comes back as a new GCS that knows none of the workers: each worker's Ray container restarts
+// exactly once, and never again in the 90 s after. Ray's own raylets end at their liveness self-check (every 5
+// and 60 s here); kray restarts in place only the one whose self-check is ten minutes away, once the new GCS
+// has not listed it for 75 s. A head kept away longer than Ray's 60 s reconnect timeout (a second cluster,
+// beside): every raylet ends on its own, its new run waits for the GCS and joins it, and kray asks for no
+// restart at all.
+func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
+	requireKind(t)
+	t.Cleanup(func() { expectOperatorNeverForbidden(t) }) // once both subtests are done
+	t.Run("replaced", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		rc := create(t, headLossRayCluster(kindNamespace(t), "heal", selfChecks...))
+		waitKindReady(t, rc, len(selfChecks))
+		before := uids(allWorkers(g, rc))
+		byGroup := map[string]string{}
+		for _, p := range allWorkers(g, rc) {
+			byGroup[p.Labels[constants.LabelGroup]] = p.Name
+		}
+		old := headPod(g, rc)
+		g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
+		expectRestartsThenNone(t, rc, before, newHeadReady(t, rc, old.UID), 1)
+		asked := restartRequests(g, rc)
+		t.Logf("restarts kray asked for: %v", asked)
+		g.Expect(asked).To(Equal(map[string][]string{byGroup["check600s"]: {"HeadReplaced"}}),
+			"kray restarts only the worker Ray would leave out for ten minutes; Ray restarts the others itself")
+		created, deleted := ledger.counts(t, rc)
+		g.Expect(created).To(Equal(1+len(selfChecks)+1), "one replacement head, nothing else")
+		g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
+	})
+	t.Run("kept away", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		rc := create(t, headLossRayCluster(kindNamespace(t), "away", 60000))
+		waitKindReady(t, rc, 1)
+		before := uids(allWorkers(g, rc))
+		hold := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: headHold}, Data: map[string]string{"seconds": "75"}}
+		g.Expect(k8s.Create(context.Background(), hold)).To(Succeed())
+		old := headPod(g, rc)
+		g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
+		expectRestartsThenNone(t, rc, before, newHeadReady(t, rc, old.UID), 1)
+		g.Expect(restartRequests(g, rc)).To(BeEmpty(), "kray asks for no restart of workers that rejoin a head kept away")
+		created, deleted := ledger.counts(t, rc)
+		g.Expect(created).To(Equal(1+1+1), "one replacement head, nothing else")
+		g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
+	})
 }
 
 // ray#64349 with a real kubelet, under GCS fault tolerance (a real Redis): the head pod deleted, the workers'
@@ -188,7 +310,7 @@ func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	for name := range healthy {
 		want[name] = 0
 	}
-	g.Expect(rayContainerRestarts(g, rc)).To(Equal(want), "only the zombie's Ray container restarted, once")
+	g.Expect(rayContainerRestarts(g, rc, "workergroup")).To(Equal(want), "only the zombie's Ray container restarted, once")
 	g.Expect(uids(workerPods(g, rc, "workergroup"))).To(HaveLen(3))
 	crrs := &kruisev1alpha1.ContainerRecreateRequestList{}
 	g.Expect(k8s.List(context.Background(), crrs, client.InNamespace(rc.Namespace), client.MatchingLabels{constants.LabelCluster: rc.Name})).To(Succeed())
