@@ -131,7 +131,7 @@ run: build ## Local cluster + CRDs + operator in the foreground + a sample RayCl
 .PHONY: kind-up kind-down
 kind-up: ## A kind cluster with real kubelets, Kruise and kray from charts/kray, every image built here (.local/kind/kubeconfig).
 	hack/kind.sh up
-kind-down: ## Remove exactly what kind-up made (the images stay in .kind/ as its cache).
+kind-down: ## Remove exactly what kind-up made (the images stay in ~/.cache/kray/kind/docker as the cache of every clone).
 	hack/kind.sh down
 
 ##@ Deploy

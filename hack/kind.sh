@@ -7,15 +7,17 @@
 #           in its Go module, cert-manager's controllers on this host (its CRDs from its module) and kray from
 #           charts/kray with RayClusterMTLS on; the kubeconfig is left at .local/kind/kubeconfig
 #   down    deletes the cluster and its network, stops cert-manager and the Docker engine if this script started it; the
-#           images stay, as the cache of the next `up` (.kind/docker)
+#           images stay, as the cache of the next `up` of any clone on this machine (<cache>/kind/docker)
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
 #   dockerfile  builds ./Dockerfile unchanged (kray-operator:dockerfile) on local images of its two bases
 #   docker  makes sure a Docker engine answers, and prints the DOCKER_HOST to use with it
 #   env     prints the export lines for DOCKER_HOST and KUBECONFIG
 #
 # The Docker engine: an engine that already answers (DOCKER_HOST or the default socket) is used as it is.
-# Otherwise Debian's docker.io is installed when dockerd is missing, and a dockerd of this repository's own is
-# started with its data under .kind/docker and capdrop (hack/kind/capdrop) as its default runtime, so that
+# Otherwise Debian's docker.io is installed when dockerd is missing, and a dockerd of kray's own is started with
+# its data in the machine's cache, ${KRAY_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kray}/kind/docker (one engine and
+# one image store for every clone: the image tags are content hashes, so a fresh clone rebuilds only what its
+# own inputs change), and capdrop (hack/kind/capdrop) as its default runtime, so that
 # privileged containers start on hosts that withhold a capability. It runs without the default bridge: kind
 # makes its own network, and image builds use the host's.
 #
@@ -33,8 +35,8 @@
 #                                          every tag the tests and KubeRay's samples use
 # Earlier builds of the kray.local images are removed after each build.
 #
-# Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind), versions from
-# hack/versions.env.
+# Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind: build contexts),
+# KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), versions from hack/versions.env.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,12 +45,12 @@ source "${ROOT}/hack/versions.sh"
 
 CLUSTER="${KRAY_KIND_CLUSTER:-kray}"
 KIND_DIR="${KRAY_KIND_DIR:-${ROOT}/.kind}"
-DOCKER_DIR="${KIND_DIR}/docker"
+DOCKER_DIR="${KRAY_KIND_DOCKER_DIR:-${KRAY_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/kray}/kind/docker}"
 BUILD_DIR="${KIND_DIR}/build"
 KUBECONFIG_FILE="${ROOT}/.local/kind/kubeconfig"
 # The engine's sockets live under /run, named after this checkout: a Unix socket path is limited to 107 bytes,
 # which a deep checkout plus containerd's own paths under --exec-root would pass.
-RUN_DIR="/run/kray-docker-$(printf '%s' "${KIND_DIR}" | sha256sum | cut -c1-12)"
+RUN_DIR="/run/kray-docker-$(printf '%s' "${DOCKER_DIR}" | sha256sum | cut -c1-12)"
 OWN_SOCKET="${RUN_DIR}/docker.sock"
 BIN_DIR="${ROOT}/bin"
 # The Ray versions the fake Ray image is tagged with: those of the e2e tests and of KubeRay's samples.
