@@ -57,13 +57,8 @@ func WorkerOf(p *corev1.Pod) (Worker, bool) {
 	return Worker{Pod: p, Run: string(p.UID) + "/" + id, ContainerID: id, Ready: ready(p)}, true
 }
 
-// RayContainerRun is the ID of the pod's running Ray container; false when the pod is going, not running, or
-// its Ray container is not running.
-func RayContainerRun(p *corev1.Pod) (string, bool) {
-	return rayContainerRunning(p)
-}
-
-// rayContainerRunning is RayContainerRun.
+// rayContainerRunning is the ID of the pod's running Ray container; false when the pod is going, not running,
+// or its Ray container is not running.
 func rayContainerRunning(p *corev1.Pod) (string, bool) {
 	if p == nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || len(IPs(p)) == 0 || len(p.Spec.Containers) == 0 {
 		return "", false
