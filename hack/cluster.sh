@@ -142,6 +142,8 @@ declare -A BINARY=(
   [kube-controller-manager]="${TOOLS}/kubernetes-${KUBERNETES_VERSION}/kube-controller-manager"
   [kube-scheduler]="${TOOLS}/kubernetes-${KUBERNETES_VERSION}/kube-scheduler"
   [kwok]="${TOOLS}/kwok-${KWOK_VERSION}/kwok"
+  # The kubelet's last step for kwok's nodes (test/poddelete), built from this repository.
+  [poddelete]="${BIN_DIR}/poddelete"
   [kruise-manager]="${TOOLS}/kruise-${KRUISE_VERSION}/kruise-manager"
   # Kueue is optional (start-kueue), so it is not in COMPONENTS.
   [kueue]="${TOOLS}/kueue-${KUEUE_VERSION}/kueue"
@@ -152,7 +154,7 @@ declare -A BINARY=(
 # LAUNCHER runs before a binary, in its process (see start_process); Kueue's sets up a private mount namespace.
 declare -A LAUNCHER=()
 # Start order; `down` stops in reverse.
-COMPONENTS=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager kruise-manager)
+COMPONENTS=(etcd kube-apiserver kube-scheduler kwok poddelete kube-controller-manager kruise-manager)
 
 START_MS="$(date +%s%3N)"
 log() { printf '[cluster %5.1fs] %s\n' "$(($(date +%s%3N) - START_MS))e-3" "$*" >&2; }
@@ -208,6 +210,7 @@ cmd_up() {
   # Neither depends on the Kruise CRDs; start them while the CRDs install.
   start_kube_scheduler
   start_kwok
+  start_poddelete
   switch_kruise_version
   install_kruise_crds
   start_kube_controller_manager
@@ -233,7 +236,7 @@ cmd_down() {
   [[ -d "${STATE_DIR}" ]] || { log "nothing to stop (no ${STATE_DIR})"; return 0; }
   lock_state
   if [[ -d "${RUN_DIR}" ]]; then
-    stop_processes cert-manager yunikorn scheduler-plugins kueue kruise-manager kwok kube-scheduler kube-controller-manager
+    stop_processes cert-manager yunikorn scheduler-plugins kueue kruise-manager poddelete kwok kube-scheduler kube-controller-manager
     stop_processes kube-apiserver
     stop_processes etcd
   fi
@@ -257,6 +260,7 @@ cmd_status() {
         kube-controller-manager) https_healthz "${CONTROLLER_MANAGER_PORT}" && health=healthy || health=unhealthy ;;
         kube-scheduler) https_healthz "${SCHEDULER_PORT}" && health=healthy || health=unhealthy ;;
         kwok) http_ok "http://127.0.0.1:${KWOK_PORT}/healthz" && health=healthy || health=unhealthy ;;
+        poddelete) health=healthy ;;
         kruise-manager) http_ok "http://127.0.0.1:${KRUISE_HEALTH_PORT}/readyz" && health=ready || health=unready ;;
       esac
       [[ "${health}" == healthy || "${health}" == ready ]] || all_ok=1

@@ -134,6 +134,14 @@ start_kwok() {
     --server-address="127.0.0.1:${KWOK_PORT}"
 }
 
+# start_poddelete runs the kubelet's last step for kwok's nodes: hack/kwok/stages.yaml has no delete stage, and
+# poddelete removes each deleted pod by UID (kwok's own delete stage deletes by name, which removes a newer pod
+# of the same name when its request comes late).
+start_poddelete() {
+  is_running poddelete && return 0
+  start_process poddelete -- --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig"
+}
+
 # kwok_stages prints the stages file kwok runs with: hack/kwok/stages.yaml, or, with a pod start delay, a
 # copy in manifests/ whose kray-pod-ready stage waits a time drawn uniformly from
 # [POD_START_DELAY_MS - POD_START_JITTER_MS, POD_START_DELAY_MS + POD_START_JITTER_MS] before a pod runs.

@@ -5,6 +5,10 @@
 
 ensure_binaries() {
   local name missing=()
+  # poddelete is this repository's own: built at each start (about a second once Go's build cache holds it).
+  if ! is_running poddelete; then
+    (cd "${ROOT}" && go build -o "${BINARY[poddelete]}" ./hack/poddelete) || die "could not build ./hack/poddelete"
+  fi
   for name in "${COMPONENTS[@]}"; do
     [[ -x "${BINARY[${name}]}" ]] || missing+=("${name}")
   done
