@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # hack/e2e.sh runs the end-to-end suite on the local cluster: it brings the cluster up (a no-op when it is
 # running), starts Kueue, (re)starts bin/kray-operator out of cluster with the RBAC in config/rbac, runs
-# test/e2e and test/kuberaytypes, stops
-# the operator, and on failure prints the tails of the operator's, kruise-manager's and the apiserver's logs.
+# test/e2e and test/kuberaytypes, stops the operator, and on failure prints the tails of the logs of the
+# operator, kruise-manager, kwok, poddelete, the add-ons and the apiserver.
 # The cluster stays up afterwards; `make cluster-down` stops it.
-# Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m).
+# Environment: E2E_RUN (a -run regexp), E2E_COUNT (default 1), E2E_TIMEOUT (default 30m), E2E_PARALLEL (default 4).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,7 +44,8 @@ export KRAY_E2E_GATEWAY=1
 "${ROOT}/hack/operator.sh" start
 trap '"${ROOT}/hack/operator.sh" stop' EXIT
 
-args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -v)
+# The tests that call t.Parallel run E2E_PARALLEL at a time, after the others.
+args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -parallel="${E2E_PARALLEL:-4}" -v)
 [[ -n "${E2E_RUN:-}" ]] && args+=(-run "${E2E_RUN}")
 start=$(date +%s)
 # test/kuberaytypes is its own module (it holds KubeRay's Go types, which stay out of kray's build).
@@ -52,7 +53,7 @@ if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/ku
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
-for component in kray-operator kruise-manager kueue scheduler-plugins yunikorn cert-manager kube-apiserver; do
+for component in kray-operator kruise-manager kwok poddelete kueue scheduler-plugins yunikorn cert-manager kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue
   printf '\n===== last 60 lines of %s =====\n' "${log}" >&2

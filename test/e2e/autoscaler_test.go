@@ -105,6 +105,7 @@ func quoted(names ...string) string {
 
 // Scale up: the v1 body for "+1 on group 0".
 func TestAutoscalerScaleUp(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 1, 0)
 	as := newAutoscaler(t, rc)
@@ -119,6 +120,7 @@ func TestAutoscalerScaleUp(t *testing.T) {
 // Scale down across two groups in one patch: exactly the named pods are deleted, nothing is replaced,
 // no other pod is touched. Then the v1 clearing patch and an empty patch change nothing.
 func TestAutoscalerScaleDownAcrossGroups(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 3, 2)
 	as := newAutoscaler(t, rc)
@@ -141,6 +143,7 @@ func TestAutoscalerScaleDownAcrossGroups(t *testing.T) {
 // Names that are already gone, dead (Failed) or in another group delete no wrong pod, cause no error
 // loop, and are explained in an event.
 func TestAutoscalerBadNames(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 2, 1)
 	as := newAutoscaler(t, rc)
@@ -184,6 +187,7 @@ func eventCount(g Gomega, rc *rayv1.RayCluster, reason string) int32 {
 // A delete list without a replicas decrease (the v1 autoscaler sends this when its target already equals
 // the CR's value) replaces the named pods.
 func TestAutoscalerDeleteWithoutDecreaseReplaces(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 2, 0)
 	as := newAutoscaler(t, rc)
@@ -201,6 +205,7 @@ func TestAutoscalerDeleteWithoutDecreaseReplaces(t *testing.T) {
 
 // The v2 order: a scale-up with the clear of a finished delete list piggybacked on it.
 func TestAutoscalerV2ScaleUpWithClear(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 1, 0)
 	as := newAutoscaler(t, rc)
@@ -216,6 +221,7 @@ func TestAutoscalerV2ScaleUpWithClear(t *testing.T) {
 
 // The Role kray creates lets the autoscaler get and patch its own RayCluster and list pods, and nothing more.
 func TestAutoscalerRoleIsLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 1, 0)
 	other := loadSample(t, "ray-cluster.sample.yaml", rc.Namespace)

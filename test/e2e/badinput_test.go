@@ -203,6 +203,7 @@ func noWorkloads(g Gomega, ns, cluster string) {
 }
 
 func TestBadInputRejectedAtAdmission(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	for i, tc := range rejectedAtAdmission {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,6 +248,7 @@ func unstructuredSample(t *testing.T, ns, name string) *unstructured.Unstructure
 }
 
 func TestBadInputReportedByController(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	clusters := make([]*rayv1.RayCluster, len(reportedByController))
 	for i, tc := range reportedByController {

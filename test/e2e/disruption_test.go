@@ -28,6 +28,7 @@ func evictHead(g Gomega, rc *rayv1.RayCluster) error {
 // (a node drain waits instead of ending the cluster's jobs); removing it lets the eviction through, and the
 // head is replaced. Turning the budget on and off restarts no pod.
 func TestHeadDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))

@@ -133,6 +133,7 @@ func TestDrainBeforeNamedScaleDown(t *testing.T) {
 
 // A node that never drains holds its pod only until workerDrain.timeoutSeconds.
 func TestDrainTimeoutReleasesPod(t *testing.T) {
+	t.Parallel()
 	const timeout = 3
 	rc := drainCluster(t, 2, timeout, -1)
 	g := NewWithT(t)
@@ -159,6 +160,7 @@ func TestDrainTimeoutReleasesPod(t *testing.T) {
 // Turning workerDrain on for a running cluster (upgradeStrategy None, so no template change reaches the
 // pods) still drains its existing workers: kray puts the hook on them.
 func TestDrainEnabledOnRunningCluster(t *testing.T) {
+	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -187,6 +189,7 @@ func TestDrainEnabledOnRunningCluster(t *testing.T) {
 
 // A rolling recreate (an env change under RollingUpdate) drains each old worker before it goes.
 func TestDrainBeforeRollingRecreate(t *testing.T) {
+	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -216,6 +219,7 @@ func TestDrainBeforeRollingRecreate(t *testing.T) {
 // Removing a worker group with workerDrain set drains its workers before its CloneSet goes (what KubeRay's
 // proposal #5142 asks for); the other group is untouched.
 func TestDrainOnWorkerGroupRemoval(t *testing.T) {
+	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -242,6 +246,7 @@ func TestDrainOnWorkerGroupRemoval(t *testing.T) {
 
 // Suspending a cluster takes its head (and GCS) down too, so workers are not held for a drain.
 func TestSuspendDoesNotWaitForDrains(t *testing.T) {
+	t.Parallel()
 	rc := drainCluster(t, 2, 600, -1)
 	g := NewWithT(t)
 	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.Suspend = ptr.To(true) })

@@ -20,6 +20,7 @@ import (
 // Every object the builders make from the golden inputs and the samples passes Kubernetes' validation and
 // the live Kruise webhooks (a server-side dry run), so the builders' output is not only pinned but accepted.
 func TestBuiltObjectsPassLiveAdmission(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	var files []string
 	for _, pattern := range []string{"pkg/builder/testdata/*.input.yaml", "config/samples/*.yaml"} {

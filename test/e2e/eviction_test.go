@@ -43,6 +43,7 @@ func evict(g Gomega, p *corev1.Pod) {
 // The seed bug: a head pod evicted by the kubelet is replaced by a new <cluster>-head-0, HeadPodReady goes
 // False and back to True, and the workers are untouched.
 func TestEvictedHeadIsReplaced(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -101,6 +102,7 @@ func watchCondition(t *testing.T, rc *rayv1.RayCluster, ct string) func() []meta
 // An evicted worker is replaced by its CloneSet and the dead pod is removed by kray; replicas stay the
 // same and no healthy pod is deleted.
 func TestEvictedWorkerIsReplaced(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))

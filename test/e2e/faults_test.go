@@ -38,6 +38,7 @@ func TestAPIServerRestartDuringScaleUp(t *testing.T) {
 // optimistic locking (retrying on conflict) while the autoscaler sends its JSON patches without a
 // resourceVersion. Neither write is lost, and the workloads end with both.
 func TestConcurrentUserEditAndAutoscalerPatches(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	rc := autoscaledCluster(t, 1, 0)
 	as := newAutoscaler(t, rc)

@@ -46,6 +46,7 @@ func gone(g Gomega, obj client.Object) {
 // storage namespace; the cluster gets the cleanup finalizer; an evicted head comes back under the same name
 // with the same settings; deleting the cluster runs the cleanup Job, then the cluster goes.
 func TestGCSFaultToleranceRedis(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -99,6 +100,7 @@ func TestGCSFaultToleranceRedis(t *testing.T) {
 // A cleanup that cannot finish (its pod never schedules) holds the cluster only until
 // ray.io/gcs-ft-deletion-timeout, then the finalizer is removed with a warning.
 func TestRedisCleanupTimeout(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -121,6 +123,7 @@ func TestRedisCleanupTimeout(t *testing.T) {
 // Embedded RocksDB GCS fault tolerance: kray creates the PVC (owned by the cluster), the head mounts it and
 // keeps it across a replacement (same pod name, same claim).
 func TestGCSFaultToleranceRocksDB(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	class := "kray-e2e-" + ns
@@ -167,6 +170,7 @@ func TestGCSFaultToleranceRocksDB(t *testing.T) {
 // Token auth: kray generates the token Secret and wires RAY_AUTH_MODE/RAY_AUTH_TOKEN into the Ray
 // containers, the wait-gcs-ready init container and the autoscaler.
 func TestTokenAuth(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -206,6 +210,7 @@ func TestTokenAuth(t *testing.T) {
 // names (an ingress-nginx setting, not its configuration snippet nor other annotations), and is kept to the
 // spec; the serve Service selects every Ray pod.
 func TestIngressAndServeService(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -247,6 +252,7 @@ func TestIngressAndServeService(t *testing.T) {
 // annotations and ports (defaults appended, selector forced) and workers dial it; NodePort is honoured and
 // reported in status.endpoints; an overwritten command is left alone while the generated one is in the env.
 func TestHeadServiceOverridesAndCommand(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)

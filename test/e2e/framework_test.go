@@ -1,6 +1,10 @@
 // Package e2e proves kray's behaviour on a live cluster with the real Kruise controllers and webhooks: the
 // local cluster (kwok nodes) or kind. It uses the cluster in $KUBECONFIG and creates nothing but
 // namespaces and RayClusters; the operator is started by the runner (hack/e2e.sh) or already deployed.
+//
+// A test that keeps to its own namespace, and to its own keys in the fake Ray servers, calls t.Parallel. One
+// that restarts a process (the operator, Kruise, the API server), starts a second operator, changes a node,
+// a fake's global state or cluster-wide objects, or asserts on a window of a few seconds runs alone.
 package e2e
 
 import (
@@ -19,6 +23,7 @@ import (
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -77,7 +82,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	restCfg.QPS, restCfg.Burst = 100, 200
+	// Room for the tests that run in parallel, each polling every 100 ms.
+	restCfg.QPS, restCfg.Burst = 400, 800
 	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -276,6 +282,12 @@ func startLedger(ctx context.Context) (*podLedger, error) {
 		for ctx.Err() == nil {
 			w, err := clientset.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: constants.LabelCluster, ResourceVersion: rv, AllowWatchBookmarks: true})
 			if err != nil {
+				// A watch refused outright (410 Gone for an expired resourceVersion) is recovered like one
+				// that ends with that error.
+				if status, ok := err.(apierrors.APIStatus); ok {
+					st := status.Status()
+					rv = l.recover(ctx, rv, &st)
+				}
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
@@ -297,18 +309,22 @@ func startLedger(ctx context.Context) (*podLedger, error) {
 	return l, nil
 }
 
-// recover handles a watch error. After a kube-apiserver restart the new watch cache cannot resume from
-// the old resourceVersion (410 Gone); the ledger then resyncs from a LIST. Pods could not be written
-// while the API server was down, so the resync misses nothing a test asserts on. Any other error marks
-// the ledger untrustworthy.
+// recover handles a watch error and returns the resourceVersion to watch from next. An error that keeps the
+// resourceVersion valid (a timeout, a dropped connection, a throttled request) re-watches from it and misses
+// nothing. After a kube-apiserver restart the new watch cache cannot resume from the old resourceVersion (410
+// Gone); the ledger then resyncs from a LIST. Pods could not be written while the API server was down, so the
+// resync misses nothing a test asserts on. A LIST that fails marks the ledger untrustworthy.
 func (l *podLedger) recover(ctx context.Context, rv string, obj runtime.Object) string {
-	if st, ok := obj.(*metav1.Status); ok && st.Code == 410 {
-		if newRV, err := l.resync(ctx); err == nil {
-			return newRV
-		}
+	st, ok := obj.(*metav1.Status)
+	if !ok || st.Code != 410 {
+		return rv
+	}
+	newRV, err := l.resync(ctx)
+	if err == nil {
+		return newRV
 	}
 	l.mu.Lock()
-	l.gap = fmt.Errorf("pod watch failed at resourceVersion %s: %v", rv, obj)
+	l.gap = fmt.Errorf("pod watch expired at resourceVersion %s (%v) and the LIST that follows failed: %v", rv, obj, err)
 	l.mu.Unlock()
 	return rv
 }

@@ -28,6 +28,7 @@ func workerTemplateLabel(g Gomega, rc *rayv1.RayCluster, key string) string {
 // Removing a worker group removes its CloneSet and its pods and leaves the other groups alone (KubeRay
 // leaves such pods running: its issue #1739).
 func TestRemovingAGroupRemovesItsPods(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -69,6 +70,7 @@ func exitRayContainer(g Gomega, p *corev1.Pod) {
 // restartPolicy Never keeps its meaning although Kruise runs pods with Always: a worker whose Ray
 // container exited is replaced by a fresh pod and an event says so; under Always only the container restarts.
 func TestRestartPolicyNeverReplacesExitedWorkers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)

@@ -303,6 +303,7 @@ func distinct(s []float64) []float64 {
 // Invalid options are refused with KubeRay's words, and nothing is made; a Gateway of the RayService's name
 // that it does not own is never taken over.
 func TestRayServiceIncrementalRollbackAndBadInput(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	needGatewayAPI(t)
 	g := NewWithT(t)
@@ -464,6 +465,7 @@ func (f *upgradeFootprint) bounds() (mostPods, fewestReady, mostReady int) {
 // backends) from the edit until the upgrade is over. The figures are logged for docs/upgrades.md; the test
 // holds each strategy to what it promises.
 func TestRayServiceUpgradeStrategiesMeasured(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	needFakeGCS(t)
 	needGatewayAPI(t)

@@ -116,6 +116,7 @@ func expectQueued(t *testing.T, rc *rayv1.RayCluster) {
 // priority (suspended, pods gone, state leaves ready, quota released), re-admitted, deleted. The ledger
 // counts the pods: none while suspended.
 func TestKueueQueuesAdmitsAndPreemptsRayClusters(t *testing.T) {
+	t.Parallel()
 	needKueue(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -213,6 +214,7 @@ func TestKueueRunsRayJobs(t *testing.T) {
 // Kueue's admission is a JSON merge patch built from KubeRay's types, which replaces workerGroupSpecs: a
 // group's rollingUpdate is not in it. The settings kray keeps in annotations go on applying after admission.
 func TestKueueAdmissionKeepsKrayExtensions(t *testing.T) {
+	t.Parallel()
 	needKueue(t)
 	g := NewWithT(t)
 	ns := namespace(t)

@@ -77,6 +77,7 @@ func TestReplicaIndexSingleHost(t *testing.T) {
 // index with host indices 0-3; scaling removes and adds whole replicas; deleting one host recreates its
 // whole replica under the same index; the headless worker Service exists.
 func TestMultiHostReplicas(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := loadSample(t, "ray-cluster.sample.yaml", ns)
@@ -146,6 +147,7 @@ func TestMultiHostReplicas(t *testing.T) {
 // The autoscaler removes a multi-host replica by lowering replicas by one and naming one of its hosts (as
 // it does for any group): exactly that replica's hosts go, the other replica is untouched.
 func TestMultiHostAutoscalerScaleDown(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := loadSample(t, "ray-cluster.autoscaler.yaml", ns)

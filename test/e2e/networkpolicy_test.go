@@ -41,6 +41,7 @@ func selected(g Gomega, ns string, sel metav1.LabelSelector) []string {
 // selecting exactly its pods, owned by the cluster; the cluster becomes ready; a removed group's policy goes,
 // and every policy goes once spec.networkPolicy does, without a pod created or deleted.
 func TestNetworkPoliciesOfAClusterSelectItsPods(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := kubeRaySample(t, "ray-cluster.network-policy-deny-all.yaml", ns, &rayv1.RayCluster{})
@@ -83,6 +84,7 @@ func TestNetworkPoliciesOfAClusterSelectItsPods(t *testing.T) {
 // A K8sJobMode RayJob's cluster: the head's policy lets the RayJob's submitter pod in on the dashboard port,
 // and that rule selects exactly the submitter's pod.
 func TestNetworkPolicyLetsTheRayJobSubmitterIn(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -115,6 +117,7 @@ func TestNetworkPolicyLetsTheRayJobSubmitterIn(t *testing.T) {
 // WorkloadsSynced condition and a FailedToCreateNetworkPolicy event; the cluster's other policies and its
 // pods are made all the same.
 func TestNetworkPolicyRefusedByTheAPIServerIsReported(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := loadSample(t, "ray-cluster.sample.yaml", ns)

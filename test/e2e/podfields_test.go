@@ -127,6 +127,7 @@ var podFieldSurvival = map[string][2]string{
 // with the measured table. A pod created
 // directly from the same spec keeps every field, so the API server's pod schema is not what drops them.
 func TestNewerPodFieldsThroughKruise(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	withProbe := func(spec *corev1.PodSpec, p podFieldProbe) {

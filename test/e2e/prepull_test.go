@@ -50,6 +50,7 @@ func selectorText(s *kruisev1alpha1.ImagePullJobNodeSelector) string {
 // nodeSelector), which kruise-manager takes up (one pull task per matching node); a new worker image gets a
 // job of its own and the old one goes; removing the annotation removes them; no pod restarts.
 func TestImagePrepull(t *testing.T) {
+	t.Parallel()
 	needImagePulling(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -103,6 +104,7 @@ func TestImagePrepull(t *testing.T) {
 // A rolling in-place upgrade pulls the new image before pods are updated: with kray's RollingUpdate (one pod
 // at a time) Kruise's CloneSet pre-download creates an ImagePullJob of the new image for the group's nodes.
 func TestRollingUpgradePreDownloadsTheNewImage(t *testing.T) {
+	t.Parallel()
 	needImagePulling(t)
 	g := NewWithT(t)
 	ns := namespace(t)

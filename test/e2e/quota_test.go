@@ -19,6 +19,7 @@ import (
 // Pod creations refused by a ResourceQuota are seen only by the workloads; kray surfaces them as
 // ReplicaFailure (KubeRay's reasons) with the API error, and removes the condition once pods fit again.
 func TestResourceQuotaRefusalIsReported(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	quota := &corev1.ResourceQuota{
@@ -51,6 +52,7 @@ func TestResourceQuotaRefusalIsReported(t *testing.T) {
 
 // A quota that leaves no room for the head is reported as FailedCreateHeadPod.
 func TestResourceQuotaBlocksHead(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	quota := &corev1.ResourceQuota{

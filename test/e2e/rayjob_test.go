@@ -325,6 +325,7 @@ func TestRayJobHTTPModeRunsToCompletion(t *testing.T) {
 // Complete once the Ray job succeeded and the submitter finished, and without shutdownAfterJobFinishes the
 // cluster stays.
 func TestRayJobK8sJobMode(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -351,6 +352,7 @@ func TestRayJobK8sJobMode(t *testing.T) {
 // A failing job is retried on a new cluster until backoffLimit is used up: two attempts, two clusters, two
 // submissions, then Failed with AppFailed and failed 2.
 func TestRayJobFailureRetriesOnNewClusters(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -381,6 +383,7 @@ func TestRayJobFailureRetriesOnNewClusters(t *testing.T) {
 
 // activeDeadlineSeconds fails a job that runs too long with DeadlineExceeded, and that is never retried.
 func TestRayJobDeadlineExceeded(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -446,6 +449,7 @@ func TestRayJobSuspendAndResume(t *testing.T) {
 
 // clusterSelector runs the job on a RayCluster the user made; the RayJob creates none and deletes nothing.
 func TestRayJobOnASelectedCluster(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -467,6 +471,7 @@ func TestRayJobOnASelectedCluster(t *testing.T) {
 
 // Deleting a RayJob whose Ray job still runs stops the Ray job first; then the RayJob and its cluster go.
 func TestRayJobDeletionStopsTheRayJob(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -494,6 +499,7 @@ func TestRayJobDeletionStopsTheRayJob(t *testing.T) {
 
 // InteractiveMode waits for the user's job id; the user submits, sets spec.jobId, and the RayJob follows.
 func TestRayJobInteractiveMode(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -573,6 +579,7 @@ func TestRayJobOperatorKilledMidJob(t *testing.T) {
 // KubeRay's RayJob samples that need no real Ray runtime (no TPU, no custom scheduler, no user-made cluster)
 // reach Complete on kray against the fake dashboard, each with one cluster and one submission.
 func TestKubeRayRayJobSamplesComplete(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	samples := []string{"ray-job.sample.yaml", "ray-job.shutdown.yaml", "ray-job.resources.yaml",
 		"ray-job.custom-head-svc.yaml", "ray-job.light-weight-submitter.yaml", "ray-job.sidecar-mode.yaml"}

@@ -99,6 +99,7 @@ func expectServesFrom(g Gomega, svc *rayv1.RayService, serveName, cluster string
 // KubeRay's RayService samples that need no real Ray runtime serve on kray against the fake Serve API:
 // Ready, each on exactly one RayCluster with one Serve config put, and both Services on it.
 func TestKubeRayRayServiceSamplesServe(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	for _, tc := range []struct {
 		file, serveService string
@@ -134,6 +135,7 @@ func TestKubeRayRayServiceSamplesServe(t *testing.T) {
 // do: a serve-only edit is one more Serve config put on the same cluster, a replicas-only edit changes no
 // cluster and puts nothing, and a head restart that empties Serve gets the config put once more.
 func TestRayServiceEditsAndHeadRestart(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -196,6 +198,7 @@ func TestRayServiceEditsAndHeadRestart(t *testing.T) {
 // With excludeHeadPodFromServeSvc the head's proxy is never probed and its label stays "false": the serve
 // Service sends traffic to the workers only.
 func TestRayServiceExcludesTheHead(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -291,6 +294,7 @@ func (e *endpointWatch) drops() []string {
 // once it serves, the serve Service never goes without ready endpoints, Ready stays True, and the old
 // cluster is deleted after rayClusterDeletionDelaySeconds.
 func TestRayServiceUpgrade(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -328,6 +332,7 @@ func TestRayServiceUpgrade(t *testing.T) {
 // A pending cluster whose applications never run never takes the traffic: the active cluster keeps serving
 // and Ready stays True. A second edit replaces it with a new cluster, which takes over; the failed one goes.
 func TestRayServiceUpgradeThatNeverServesIsReplaced(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -405,6 +410,7 @@ func TestRayServiceOperatorKilledMidUpgrade(t *testing.T) {
 // A new cluster whose applications run but whose pods serve no traffic (no worker, the head kept out of
 // the serve Service) never takes it: switching would leave the serve Service without a ready endpoint.
 func TestRayServiceHoldsASwitchToAClusterWithoutEndpoints(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -477,6 +483,7 @@ func TestRayServiceTwoOperatorInstances(t *testing.T) {
 // (KubeRay's own labels only), which kray's cache never holds: its next upgrade still completes, moving
 // both Services to the new cluster (labelling them on the way) and promoting it.
 func TestRayServiceUpgradeOfAServiceKubeRayMade(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -512,6 +519,7 @@ func TestRayServiceUpgradeOfAServiceKubeRayMade(t *testing.T) {
 // A RayService that KubeRay v1.7 made carries ray.io/rayservice-finalizer: deleted under kray, its clusters
 // are deleted and then the RayService itself goes, instead of hanging on a finalizer nobody removes.
 func TestRayServiceWithKubeRaysFinalizerIsDeleted(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -532,6 +540,7 @@ func TestRayServiceWithKubeRaysFinalizerIsDeleted(t *testing.T) {
 // Suspended, with nothing left carrying its name; a change of mind while it suspends is acted on only once
 // it is suspended; resumed, it serves again from a new cluster.
 func TestRayServiceSuspendAndResume(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -589,6 +598,7 @@ func TestRayServiceSuspendAndResume(t *testing.T) {
 // available workers than its replicas nor more than one extra, the serve Service never loses its endpoints,
 // and the head stays the same pod. A head change still takes a new cluster.
 func TestRayServiceInPlaceWorkerUpgrade(t *testing.T) {
+	t.Parallel()
 	needFakeDashboard(t)
 	needFakeGCS(t)
 	g := NewWithT(t)

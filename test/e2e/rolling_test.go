@@ -136,6 +136,7 @@ func updatedAndReady(p *corev1.Pod) bool {
 // first and then each group in spec order, never more than maxUnavailable pods of a group unready at once,
 // and partition pods left on the old image.
 func TestRollingUpdateImageInPlace(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
@@ -226,6 +227,7 @@ func TestRollingUpdateImageInPlace(t *testing.T) {
 // RollingUpdate with an env change, which Kruise cannot apply in place: the group's pods are recreated one
 // at a time (maxUnavailable 1), each exactly once, and the head is not touched.
 func TestRollingUpdateEnvChangeRecreates(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRollingUpdate)
@@ -276,6 +278,7 @@ func TestRollingUpdateEnvChangeRecreates(t *testing.T) {
 
 // upgradeStrategy None reports, without restarting anything, that pods run an older spec.
 func TestUpgradeStrategyNoneReportsStalePods(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, loadSample(t, "ray-cluster.sample.yaml", ns))
@@ -297,6 +300,7 @@ func TestUpgradeStrategyNoneReportsStalePods(t *testing.T) {
 // upgradeStrategy Recreate follows KubeRay's spec hash: scaling (what the autoscaler writes) restarts
 // nothing, while a change to one worker group recreates every pod, the head included.
 func TestUpgradeStrategyRecreateFollowsSpecHash(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	sample := sampleWithStrategy(t, ns, rayv1.RayClusterRecreate)
@@ -400,6 +404,7 @@ func (tl *podTimeline) rollBounds(old map[types.UID]bool) rollBounds {
 // is taken out, so the group never has fewer available workers than its replicas nor more than one extra
 // pod; each old worker is drained once, then updated in place, or deleted in place of the extra pod.
 func TestRollingUpdateWithSurge(t *testing.T) {
+	t.Parallel()
 	needFakeGCS(t)
 	g := NewWithT(t)
 	ns := namespace(t)

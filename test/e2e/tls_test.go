@@ -60,6 +60,7 @@ func ipStrings(cert *x509.Certificate) []string {
 // the head's, the head Service; both verify with the cluster's CA for server and client use; the pods mount
 // them with Ray's variables; and deleting the cluster deletes every Secret with a private key.
 func TestTLSClusterCertificatesIssuedByCertManager(t *testing.T) {
+	t.Parallel()
 	requireCertManager(t)
 	g := NewWithT(t)
 	ns := namespace(t)

@@ -19,6 +19,7 @@ import (
 // update that restarts no pod, even under upgradeStrategy Recreate, which recreates every pod on a template
 // change: the template kray writes is the one already there, so Kruise's revision stays.
 func TestWorkloadsOfAnOlderKrayRestartNothing(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	rc := create(t, sampleWithStrategy(t, ns, rayv1.RayClusterRecreate))
