@@ -48,11 +48,18 @@ trap '"${ROOT}/hack/operator.sh" stop' EXIT
 args=(-count="${E2E_COUNT:-1}" -timeout="${E2E_TIMEOUT:-30m}" -parallel="${E2E_PARALLEL:-4}" -v)
 [[ -n "${E2E_RUN:-}" ]] && args+=(-run "${E2E_RUN}")
 start=$(date +%s)
+# shellcheck source=lib/slowest.sh
+source "${ROOT}/hack/lib/slowest.sh"
+out="${LOCAL}/logs/e2e-tests.log"
+mkdir -p "${LOCAL}/logs"
 # test/kuberaytypes is its own module (it holds KubeRay's Go types, which stay out of kray's build).
-if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/...) && (cd "${ROOT}/test/kuberaytypes" && go test "${args[@]}" ./...); then
+if (cd "${ROOT}" && go test "${args[@]}" ./test/e2e/... | tee "${out}") &&
+  (cd "${ROOT}/test/kuberaytypes" && go test "${args[@]}" ./... | tee -a "${out}"); then
+  print_slowest "${out}" >&2
   echo "e2e passed in $(( $(date +%s) - start )) s" >&2
   exit 0
 fi
+print_slowest "${out}" >&2
 for component in kray-operator kruise-manager kwok poddelete kueue scheduler-plugins yunikorn cert-manager kube-apiserver; do
   log="${LOCAL}/logs/${component}.log"
   [[ -f "${log}" ]] || continue

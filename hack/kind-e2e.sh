@@ -46,6 +46,11 @@ log "cluster up in $(($(date +%s) - start)) s"
 export KUBECONFIG="${KUBECONFIG_FILE}"
 cd "${ROOT}"
 start="$(date +%s)"
+# shellcheck source=lib/slowest.sh
+source "${ROOT}/hack/lib/slowest.sh"
+out="${ROOT}/.local/kind/e2e-tests.log"
 KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external KRAY_KIND_REDIS_IMAGE="kray.local/redis:${KIND_DEBIAN_SUITE}" \
-  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -run "${E2E_RUN:-^TestKind}"
+  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -run "${E2E_RUN:-^TestKind}" | tee "${out}" ||
+  { print_slowest "${out}" >&2; exit 1; }
+print_slowest "${out}" >&2
 log "tests passed in $(($(date +%s) - start)) s"
