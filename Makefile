@@ -58,7 +58,12 @@ vet: ## go vet (test/kuberaytypes is its own module).
 
 ##@ Test
 .PHONY: test
-test: tools-background tracked-files fmt vet verify-generated test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-kubernetes-compat kind-e2e ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases and on the oldest supported Kubernetes) and on kind (real kubelets).
+test: tools-background tracked-files fmt vet verify-generated ## Run every test: unit, fuzz (bounded), integration, end to end (on both supported Kruise releases and on the oldest supported Kubernetes) and on kind (real kubelets).
+	hack/beside.sh kind-e2e -- $(MAKE) --no-print-directory $(TEST_STAGES)
+
+# test's stages after the checks. The kind suite, which mostly waits on real kubelets and Ray's timeouts, runs
+# beside them (hack/beside.sh): the local cluster's suites use about one core, and the kind cluster is its own.
+TEST_STAGES := test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-kubernetes-compat
 
 # The tools of test's stages in the order they are needed, built in the background while the stages before
 # them leave a core idle; each stage still asks hack/tools.sh for what it needs (and waits for a build under way).
