@@ -35,8 +35,15 @@
 #                                          every tag the tests and KubeRay's samples use
 # Earlier builds of the kray.local images are removed after each build.
 #
+# The cluster: one control-plane node and KRAY_KIND_WORKERS (default 1) worker nodes, all schedulable. The
+# scheduler's CPU requests fill a node long before its real CPU does (each Ray worker's wait-gcs-ready init
+# container asks for 200m, KubeRay's fixed figure), so the worker gives the kind suite room to run tests at once.
+# Node i (0 the control plane) gives its pods 10.244.i.0/24 through the node image's ptp CNI, and each node routes
+# the others' pod ranges through their node addresses (the part of kind's kindnetd this cluster does itself).
+#
 # Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind: build contexts),
-# KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), versions from hack/versions.env.
+# KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), KRAY_KIND_WORKERS (default 1), versions
+# from hack/versions.env.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,6 +51,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "${ROOT}/hack/versions.sh"
 
 CLUSTER="${KRAY_KIND_CLUSTER:-kray}"
+WORKERS="${KRAY_KIND_WORKERS:-1}"
+[[ "${WORKERS}" =~ ^[0-9]$ ]] || { echo "KRAY_KIND_WORKERS must be 0 to 9, not ${WORKERS}" >&2; exit 2; }
 KIND_DIR="${KRAY_KIND_DIR:-${ROOT}/.kind}"
 DOCKER_DIR="${KRAY_KIND_DOCKER_DIR:-${KRAY_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/kray}/kind/docker}"
 BUILD_DIR="${KIND_DIR}/build"
@@ -232,7 +241,7 @@ node_image() {
   local images=("${COMPONENT_IMAGES[@]}")
   hash="$( { for i in "${images[@]}"; do docker image inspect -f '{{.Id}}' "${i}"; done
     find "${ROOT}/hack/kind/node" -type f -print0 | sort -z | xargs -0 cat
-    cat "${BIN_DIR}/kubelet" "${BIN_DIR}/kubeadm" "${BIN_DIR}/kubectl" "${BASH_SOURCE[0]}"; echo "${KIND_VERSION}"; } |
+    cat "${BIN_DIR}/kubelet" "${BIN_DIR}/kubeadm" "${BIN_DIR}/kubectl"; declare -f node_image; echo "${KIND_VERSION}"; } |
     sha256sum | cut -c1-12)"
   NODE_IMAGE="kray.local/kind-node:${KUBERNETES_VERSION}-${hash}"
   CURRENT+=("${NODE_IMAGE}")
@@ -427,18 +436,68 @@ kind_bin() {
 
 cluster_exists() { [[ -n "$("${KIND}" get clusters 2>/dev/null | grep -x "${CLUSTER}")" ]]; }
 
+# PTP_CONFLIST is the node image's CNI configuration, whose range is the control plane's, 10.244.0.0/24.
+PTP_CONFLIST="${ROOT}/hack/kind/node/files/etc/cni/net.d/10-kray-ptp.conflist"
+
+# cluster_config writes kind's configuration: hack/kind/cluster.yaml and WORKERS worker nodes, worker i with
+# the node image's CNI configuration for 10.244.i.0/24 mounted over the image's.
+cluster_config() {
+  local out="${BUILD_DIR}/cluster.yaml" i conf
+  sed -e "s|@ETCD_TAG@|${ETCD_VERSION}|" "${ROOT}/hack/kind/cluster.yaml" >"${out}"
+  for ((i = 1; i <= WORKERS; i++)); do
+    conf="${BUILD_DIR}/ptp-worker-${i}.conflist"
+    sed -e "s|10\.244\.0\.0/24|10.244.${i}.0/24|" "${PTP_CONFLIST}" >"${conf}"
+    grep -q "10.244.${i}.0/24" "${conf}" || die "no 10.244.0.0/24 range to replace in ${PTP_CONFLIST}"
+    printf -- '- role: worker\n  extraMounts:\n  - hostPath: %s\n    containerPath: /etc/cni/net.d/10-kray-ptp.conflist\n    readOnly: true\n' \
+      "${conf}" >>"${out}"
+  done
+  printf '%s\n' "${out}"
+}
+
+# node_index NODE prints the pod range index of a node container kind named: 0 for <cluster>-control-plane, i for
+# <cluster>-worker (1) and <cluster>-worker<i>.
+node_index() {
+  case "$1" in
+    "${CLUSTER}-control-plane") echo 0 ;;
+    "${CLUSTER}-worker") echo 1 ;;
+    "${CLUSTER}-worker"[2-9]) echo "${1#"${CLUSTER}-worker"}" ;;
+    *) die "unexpected kind node ${1}" ;;
+  esac
+}
+
+# route_pod_ranges makes every node of the cluster, as it exists, route each other node's pod range through
+# that node's address, and lets pods run on the control plane too. It is idempotent.
+route_pod_ranges() {
+  local nodes=() idx=() ips=() n i j
+  mapfile -t nodes < <("${KIND}" get nodes --name "${CLUSTER}")
+  for n in "${nodes[@]}"; do
+    idx+=("$(node_index "${n}")")
+    ips+=("$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${n}")")
+    [[ -n "${ips[-1]}" ]] || die "no address for node ${n}"
+  done
+  for i in "${!nodes[@]}"; do
+    for j in "${!nodes[@]}"; do
+      ((i == j)) && continue
+      docker exec "${nodes[i]}" ip route replace "10.244.${idx[j]}.0/24" via "${ips[j]}"
+    done
+  done
+  "${KUBECTL}" taint nodes "${CLUSTER}-control-plane" node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null 2>&1 || true
+}
+
 create_cluster() {
   if cluster_exists; then
     log "kind cluster ${CLUSTER} exists: using it"
   else
     mkdir -p "$(dirname "${KUBECONFIG_FILE}")"
-    sed -e "s|@ETCD_TAG@|${ETCD_VERSION}|" "${ROOT}/hack/kind/cluster.yaml" >"${BUILD_DIR}/cluster.yaml"
-    log "creating kind cluster ${CLUSTER} (${NODE_IMAGE})"
-    "${KIND}" create cluster --name "${CLUSTER}" --image "${NODE_IMAGE}" --config "${BUILD_DIR}/cluster.yaml" \
+    local config
+    config="$(cluster_config)"
+    log "creating kind cluster ${CLUSTER} (${NODE_IMAGE}, ${WORKERS} worker node(s))"
+    "${KIND}" create cluster --name "${CLUSTER}" --image "${NODE_IMAGE}" --config "${config}" \
       --kubeconfig "${KUBECONFIG_FILE}" --wait 300s ${KRAY_KIND_RETAIN:+--retain} >&2
   fi
   "${KIND}" get kubeconfig --name "${CLUSTER}" >"${KUBECONFIG_FILE}"
   export KUBECONFIG="${KUBECONFIG_FILE}"
+  route_pod_ranges
 }
 
 load_images() {
