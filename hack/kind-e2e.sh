@@ -4,7 +4,8 @@
 # from charts/kray, prints diagnostics when they fail, and takes the cluster down on exit.
 #
 # Environment: KRAY_KIND_KEEP=1 keeps the cluster afterwards (`hack/kind.sh down` removes it);
-# KRAY_E2E_TIMEOUT (default 30m); E2E_RUN (default ^TestKind) selects the tests.
+# KRAY_E2E_TIMEOUT (default 30m); E2E_RUN (default ^TestKind) selects the tests; KRAY_KIND_PARALLEL (default 3)
+# is how many of those that call t.Parallel run at once, after the others.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,7 +51,8 @@ start="$(date +%s)"
 source "${ROOT}/hack/lib/slowest.sh"
 out="${ROOT}/.local/kind/e2e-tests.log"
 KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external KRAY_KIND_REDIS_IMAGE="kray.local/redis:${KIND_DEBIAN_SUITE}" \
-  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -run "${E2E_RUN:-^TestKind}" | tee "${out}" ||
+  go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -parallel "${KRAY_KIND_PARALLEL:-3}" \
+  -run "${E2E_RUN:-^TestKind}" | tee "${out}" ||
   { print_slowest "${out}" >&2; exit 1; }
 print_slowest "${out}" >&2
 log "tests passed in $(($(date +%s) - start)) s"

@@ -4,7 +4,8 @@
 //
 // A test that keeps to its own namespace, and to its own keys in the fake Ray servers, calls t.Parallel. One
 // that restarts a process (the operator, Kruise, the API server), starts a second operator, changes a node,
-// a fake's global state or cluster-wide objects, or asserts on a window of a few seconds runs alone.
+// a fake's global state or cluster-wide objects, needs a node's free CPU (an in-place resize), or asserts on
+// a window of a few seconds runs alone.
 package e2e
 
 import (

@@ -223,6 +223,7 @@ func latestOf(a, b time.Time) time.Time {
 // restart at all.
 func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	t.Cleanup(func() { expectOperatorNeverForbidden(t) }) // once both subtests are done
 	t.Run("replaced", func(t *testing.T) {
 		t.Parallel()
@@ -271,6 +272,7 @@ func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
 // first two keep their template.
 func TestKindZombieWorkerIsRestartedOnceUnderFaultTolerance(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := healingRayCluster(kindNamespace(t), "zombie", 2)
 	faultTolerant(t, rc)

@@ -45,10 +45,11 @@ func requireKind(t *testing.T) {
 	}
 }
 
-// kindRayCluster is a RayCluster small enough for one kind node: the fake Ray image, 10m CPU per container, a
+// kindRayCluster is a RayCluster small enough for a kind node: the fake Ray image, 10m CPU per container, a
 // head whose ephemeral storage is limited to 64Mi and one group of workers. Each worker still requests 200m
-// CPU for its wait-gcs-ready init container (KubeRay's fixed resources), so a two-core node holds about four
-// workers beside the control plane, and kindNamespace waits for a test's pods to be gone.
+// CPU for its wait-gcs-ready init container (KubeRay's fixed resources), so the two-core control-plane node
+// holds about four workers and the worker node about nine; the suite runs KRAY_KIND_PARALLEL (3) tests at
+// once, and kindNamespace waits for a test's pods to be gone.
 func kindRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
 	small := func(storage bool) corev1.ResourceRequirements {
 		r := corev1.ResourceRequirements{
@@ -195,6 +196,7 @@ func expectOperatorNeverForbidden(t *testing.T) {
 // kray brings them back into the new head's GCS at once (kind_heal_test.go).
 func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := create(t, healingRayCluster(kindNamespace(t), "evict", 2))
 	waitKindReady(t, rc, 2)
@@ -223,6 +225,7 @@ func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 // containers are stopped by the kubelet and the pods are gone; the others keep running untouched.
 func TestKindAutoscalerPatchRemovesNamedWorkers(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := create(t, kindRayCluster(kindNamespace(t), "scale", 3))
 	waitKindReady(t, rc, 3)
@@ -279,6 +282,7 @@ func TestKindOperatorPodKilledDuringScaleUp(t *testing.T) {
 // dashboard, the entrypoint really runs in the head, and the RayJob completes with the job's status.
 func TestKindRayJobSubmitterRunsTheJob(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	ns := kindNamespace(t)
 	rc := kindRayCluster(ns, "", 1)

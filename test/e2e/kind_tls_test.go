@@ -32,6 +32,7 @@ func secretData(g Gomega, ns, name, key string) []byte {
 // next drain fails with a Warning that says so, and the worker is still released after the drain timeout.
 func TestKindTLSClusterDrainsOverMutualTLS(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	ns := kindNamespace(t)
 	rc := kindRayCluster(ns, "mtls", 2)

@@ -72,6 +72,7 @@ func podEvents(g Gomega, rc *rayv1.RayCluster) []string {
 // (Always) they stayed in ImagePullBackOff, as no registry is reachable here.
 func TestKindKubeRaySampleBecomesReady(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := &rayv1.RayCluster{}
 	g.Expect(kuberayref.Sample("ray-cluster.sample.yaml", "RayCluster", rc)).To(Succeed())
@@ -96,6 +97,7 @@ func TestKindKubeRaySampleBecomesReady(t *testing.T) {
 // run the new image and none is deleted.
 func TestKindInPlaceUpgradeUnderRestartPolicyNever(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "never", 2)
 	// The head is updated too: without GCS fault tolerance its new GCS would end every worker's Ray node.
@@ -162,6 +164,7 @@ func rayContainerStatus(p *corev1.Pod) corev1.ContainerStatus {
 // (one container restart). The head is left alone by both.
 func TestKindRollingUpdateDrainsOnlyWhatRestarts(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "drain", 2)
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
@@ -238,6 +241,7 @@ func waitKindServiceReady(t *testing.T, svc *rayv1.RayService) string {
 // without a ready endpoint.
 func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	ns := kindNamespace(t)
 	clusters := watchCreations(t, ns, &rayv1.RayClusterList{})
@@ -283,6 +287,7 @@ func TestKindRayServiceInPlaceWorkerRoll(t *testing.T) {
 // above the new cluster's capacity, and ends on exactly one new cluster.
 func TestKindRayServiceIncrementalUpgrade(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	ns := kindNamespace(t)
 	playGatewayController(t, ns)
@@ -323,6 +328,7 @@ func TestKindRayServiceIncrementalUpgrade(t *testing.T) {
 // finish (never DrainTimedOut), and every pod is replaced once, running the new image.
 func TestKindRecreateWithWorkerDrain(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "recreate", 2)
 	withUpgrade(rc, rayv1.RayClusterRecreate, 600)
@@ -356,6 +362,7 @@ func TestKindRecreateWithWorkerDrain(t *testing.T) {
 // nor more than one extra, each old worker is drained once, and at least all but one keep their pod.
 func TestKindRollingUpdateWithSurge(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "surge", 2)
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
@@ -398,6 +405,7 @@ func TestKindRollingUpdateWithSurge(t *testing.T) {
 // group's CloneSet goes.
 func TestKindRollingUpdateOrderPartitionAndDrainedRemovals(t *testing.T) {
 	requireKind(t)
+	t.Parallel()
 	g := NewWithT(t)
 	const oldImage = "rayproject/ray:2.46.0"
 	rc := kindRayCluster(kindNamespace(t), "order", 2)
