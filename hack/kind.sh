@@ -439,6 +439,9 @@ cluster_exists() { [[ -n "$("${KIND}" get clusters 2>/dev/null | grep -x "${CLUS
 # PTP_CONFLIST is the node image's CNI configuration, whose range is the control plane's, 10.244.0.0/24.
 PTP_CONFLIST="${ROOT}/hack/kind/node/files/etc/cni/net.d/10-kray-ptp.conflist"
 
+# pod_range I prints the pod range of node I (0 the control plane, i the i-th worker).
+pod_range() { printf '10.244.%d.0/24' "$1"; }
+
 # cluster_config writes kind's configuration: hack/kind/cluster.yaml and WORKERS worker nodes, worker i with
 # the node image's CNI configuration for 10.244.i.0/24 mounted over the image's.
 cluster_config() {
@@ -446,8 +449,8 @@ cluster_config() {
   sed -e "s|@ETCD_TAG@|${ETCD_VERSION}|" "${ROOT}/hack/kind/cluster.yaml" >"${out}"
   for ((i = 1; i <= WORKERS; i++)); do
     conf="${BUILD_DIR}/ptp-worker-${i}.conflist"
-    sed -e "s|10\.244\.0\.0/24|10.244.${i}.0/24|" "${PTP_CONFLIST}" >"${conf}"
-    grep -q "10.244.${i}.0/24" "${conf}" || die "no 10.244.0.0/24 range to replace in ${PTP_CONFLIST}"
+    sed -e "s|$(pod_range 0)|$(pod_range "${i}")|" "${PTP_CONFLIST}" >"${conf}"
+    grep -qF "$(pod_range "${i}")" "${conf}" || die "no $(pod_range 0) range to replace in ${PTP_CONFLIST}"
     printf -- '- role: worker\n  extraMounts:\n  - hostPath: %s\n    containerPath: /etc/cni/net.d/10-kray-ptp.conflist\n    readOnly: true\n' \
       "${conf}" >>"${out}"
   done
@@ -478,7 +481,7 @@ route_pod_ranges() {
   for i in "${!nodes[@]}"; do
     for j in "${!nodes[@]}"; do
       ((i == j)) && continue
-      docker exec "${nodes[i]}" ip route replace "10.244.${idx[j]}.0/24" via "${ips[j]}"
+      docker exec "${nodes[i]}" ip route replace "$(pod_range "${idx[j]}")" via "${ips[j]}"
     done
   done
   "${KUBECTL}" taint nodes "${CLUSTER}-control-plane" node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null 2>&1 || true
