@@ -68,7 +68,8 @@ TEST_STAGES := test-unit test-fuzz test-integration e2e e2e-kruise-compat e2e-ku
 # The tools of test's stages in the order they are needed, built in the background while the stages before
 # them leave a core idle; each stage still asks hack/tools.sh for what it needs (and waits for a build under way).
 TEST_TOOLS := controller-gen kube-apiserver etcd kube-controller-manager kube-scheduler kwok kruise kueue \
-	scheduler-plugins yunikorn cert-manager kruise-compat kube-compat kind-node kruise-daemon
+	scheduler-plugins yunikorn cert-manager kruise-compat kube-compat kind-node kruise-daemon \
+	kube-network-policies
 .PHONY: tools-background
 tools-background: ## Start building test's tools in the background at the lowest priority, for as long as make runs.
 	hack/tools-background.sh $$PPID $(TEST_TOOLS)

@@ -24,6 +24,16 @@ diagnostics() {
   "${k}" -n kray-system logs deployment/kray --tail=100 >&2 || true
   log "kruise-manager log:"
   "${k}" -n kruise-system logs deployment/kruise-controller-manager --tail=40 >&2 || true
+  log "NetworkPolicy enforcer log:"
+  "${k}" -n kube-system logs daemonset/kube-network-policies --all-containers --prefix --tail=40 >&2 || true
+  local node
+  DOCKER_HOST="$("${ROOT}/hack/kind.sh" docker 2>/dev/null)" || return 0
+  export DOCKER_HOST
+  for node in $("${ROOT}/bin/kind" get nodes --name "${KRAY_KIND_CLUSTER:-kray}" 2>/dev/null); do
+    log "${node}: the mangle FORWARD chain and the netfilter queues (queue, portid, waiting, mode, range, dropped, user dropped, last id)"
+    docker exec "${node}" iptables -t mangle -L FORWARD -n -v >&2 || true
+    docker exec "${node}" cat /proc/net/netfilter/nfnetlink_queue >&2 || true
+  done
 }
 
 cleanup() {

@@ -3,9 +3,10 @@
 # made from Debian packages and binaries built from pinned Go modules.
 #
 # Usage: hack/kind.sh up | down | images | dockerfile | docker | env
-#   up      the Docker engine (started when none answers), every image, a kind cluster, Kruise from the manifests
-#           in its Go module, cert-manager's controllers on this host (its CRDs from its module) and kray from
-#           charts/kray with RayClusterMTLS on; the kubeconfig is left at .local/kind/kubeconfig
+#   up      the Docker engine (started when none answers), every image, a kind cluster, its NetworkPolicy enforcer,
+#           Kruise from the manifests in its Go module, cert-manager's controllers on this host (its CRDs from its
+#           module) and kray from charts/kray with RayClusterMTLS and RayClusterNetworkPolicy on; the kubeconfig
+#           is left at .local/kind/kubeconfig
 #   down    deletes the cluster and its network, stops cert-manager and the Docker engine if this script started it; the
 #           images stay, as the cache of the next `up` of any clone on this machine (<cache>/kind/docker)
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
@@ -29,6 +30,8 @@
 #   kray.local/kruise-manager:<v>-<hash>   kruise-manager and kruise-daemon built from the Kruise module
 #                                          (hack/tools.sh kruise kruise-daemon)
 #   kray.local/redis:<suite>               Debian's redis-server, the Redis of GCS fault tolerant clusters
+#   kray.local/kube-network-policies:<v>-<hash>  the NetworkPolicy enforcer (hack/tools.sh kube-network-policies)
+#                                          with Debian's iptables (hack/kind/networkpolicy)
 #   kray.local/kray-operator:<hash>        ./cmd/kray-operator built static, on ./Dockerfile's runtime layout
 #                                          (gcr.io/distroless/static:nonroot, made here from Debian)
 #   rayproject/ray:<version>               the fake Ray of test/kind/fakeray (kray.local/fake-ray:<hash>) under
@@ -414,12 +417,30 @@ redis_image() {
   build_image "${REDIS_IMAGE}" "${ctx}"
 }
 
+# NETWORKPOLICY_IMAGE is the NetworkPolicy enforcer: kube-network-policies and the entrypoint that queues the
+# node's packets to it (hack/kind/networkpolicy).
+NETWORKPOLICY_IMAGE=""
+# NETWORKPOLICY_QUEUE is the netfilter queue the enforcer answers on each node.
+NETWORKPOLICY_QUEUE=100
+
+networkpolicy_image() {
+  "${ROOT}/hack/tools.sh" kube-network-policies
+  local ctx="${BUILD_DIR}/networkpolicy"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  cp -L "${BIN_DIR}/kube-network-policies" "${ctx}/kube-network-policies"
+  cp "${ROOT}/hack/kind/networkpolicy/Dockerfile" "${ROOT}/hack/kind/networkpolicy/entrypoint" "${ctx}/"
+  NETWORKPOLICY_IMAGE="kray.local/kube-network-policies:${KUBE_NETWORK_POLICIES_VERSION}-$(cat "${ctx}"/* | sha256sum | cut -c1-12)"
+  build_image "${NETWORKPOLICY_IMAGE}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
+  CURRENT+=("${NETWORKPOLICY_IMAGE}")
+}
+
 images() {
   mkdir -p "${BUILD_DIR}"
   timed "base image" base_image
   timed "node image" node_image
   timed "kruise, operator and ray images" app_images
   timed "redis image" redis_image
+  timed "networkpolicy image" networkpolicy_image
   prune_stale
 }
 
@@ -504,7 +525,27 @@ create_cluster() {
 }
 
 load_images() {
-  "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${REDIS_IMAGE}" "${RAY_IMAGES[@]}" >&2
+  "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${REDIS_IMAGE}" \
+    "${NETWORKPOLICY_IMAGE}" "${RAY_IMAGES[@]}" >&2
+}
+
+# install_networkpolicies runs the NetworkPolicy enforcer on every node (hack/kind/networkpolicy/enforcer.yaml)
+# and waits until each node's netfilter queue has its listener: from then on every new connection a node
+# forwards is judged by the cluster's NetworkPolicies.
+install_networkpolicies() {
+  sed -e "s|@IMAGE@|${NETWORKPOLICY_IMAGE}|" -e "s|@QUEUE@|${NETWORKPOLICY_QUEUE}|" "${ROOT}/hack/kind/networkpolicy/enforcer.yaml" |
+    "${KUBECTL}" apply --server-side --force-conflicts -f - >/dev/null
+  "${KUBECTL}" -n kube-system rollout status daemonset/kube-network-policies --timeout=300s >&2
+  local node deadline
+  while read -r node; do
+    deadline=$((SECONDS + 60))
+    # /proc/net/netfilter/nfnetlink_queue: one line per bound queue, its number first.
+    until docker exec "${node}" awk -v q="${NETWORKPOLICY_QUEUE}" '$1 == q { found = 1 } END { exit !found }' \
+      /proc/net/netfilter/nfnetlink_queue 2>/dev/null; do
+      ((SECONDS < deadline)) || die "no listener on netfilter queue ${NETWORKPOLICY_QUEUE} of node ${node} after 60 s"
+      sleep 0.5
+    done
+  done < <("${KIND}" get nodes --name "${CLUSTER}")
 }
 
 # install_kruise applies Kruise's own manifests from its Go module (config/default), with the image built here
@@ -578,10 +619,11 @@ CERT_MANAGER_PID="${ROOT}/.local/kind/cert-manager.pid"
 CERT_MANAGER_LOG="${ROOT}/.local/kind/cert-manager.log"
 CERT_MANAGER_HEALTH_PORT="${KRAY_KIND_CERT_MANAGER_HEALTH_PORT:-29891}"
 
-# install_kray applies charts/kray with the operator image built here, and KubeRay's RayClusterMTLS gate on.
+# install_kray applies charts/kray with the operator image built here, and KubeRay's RayClusterMTLS and
+# RayClusterNetworkPolicy gates on.
 install_kray() {
   local values="${BUILD_DIR}/kray-values.yaml"
-  printf 'image:\n  repository: %s\n  tag: %s\n  pullPolicy: Never\nfeatureGates:\n  RayClusterMTLS: true\n' \
+  printf 'image:\n  repository: %s\n  tag: %s\n  pullPolicy: Never\nfeatureGates:\n  RayClusterMTLS: true\n  RayClusterNetworkPolicy: true\n' \
     "${OPERATOR_IMAGE%:*}" "${OPERATOR_IMAGE##*:}" >"${values}"
   "${KUBECTL}" create namespace kray-system --dry-run=client -o yaml | "${KUBECTL}" apply -f - >/dev/null
   (cd "${ROOT}" && go run ./hack/kind/render -chart charts/kray -name kray -namespace kray-system -values "${values}") \
@@ -596,6 +638,7 @@ up() {
   kind_bin
   timed "cluster" create_cluster
   timed "load images" load_images
+  timed "networkpolicies" install_networkpolicies
   timed "kruise" install_kruise
   timed "gateway api" install_gateway_crds
   timed "cert-manager" install_certmanager

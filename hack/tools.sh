@@ -23,6 +23,8 @@
 #                       issuers, from github.com/cert-manager/cert-manager; the mTLS tests issue Ray's certificates
 #                       with it)
 #   kind                kind            (sigs.k8s.io/kind; only for the kind cluster, not part of "all")
+#   kube-network-policies  kube-network-policies (sigs.k8s.io/kube-network-policies/cmd; the kind cluster's
+#                       NetworkPolicy enforcer, not part of "all")
 #   kind-node           what the kind cluster's images carry, not part of "all": kube's three, kubelet kubeadm
 #                       kube-proxy kubectl (k8s.io/kubernetes), etcd, coredns (github.com/coredns/coredns) and kind
 #   kubelet | kubeadm | kube-proxy | kubectl | coredns
@@ -357,6 +359,11 @@ build_kind() {
   build_in_wrapper kind "${KIND_VERSION}" sigs.k8s.io/kind sigs.k8s.io/kind kind "-s -w"
 }
 
+build_kube_network_policies() {
+  build_in_wrapper kube-network-policies "${KUBE_NETWORK_POLICIES_VERSION}" sigs.k8s.io/kube-network-policies \
+    sigs.k8s.io/kube-network-policies/cmd kube-network-policies "-s -w"
+}
+
 # envtest_assets builds kube-apiserver and etcd and prints the absolute path of a directory with the three
 # binaries controller-runtime's envtest looks for.
 envtest_assets() {
@@ -437,6 +444,7 @@ run_target() {
     controller-gen) build_controller_gen ;;
     cert-manager) build_cert_manager ;;
     kind) build_kind ;;
+    kube-network-policies) build_kube_network_policies ;;
     envtest-assets) envtest_assets ;;
     -h | --help | help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2 ;;
     *) die "unknown target '$1' (try: $(basename "$0") help)" ;;
