@@ -110,6 +110,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start fake Ray dashboard:", err)
 		return 1
 	}
+	if os.Getenv("KRAY_E2E_KIND") == "1" {
+		if err := checkNetworkPoliciesEnforced(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "kind suite:", err)
+			return 1
+		}
+	}
 	return m.Run()
 }
 
