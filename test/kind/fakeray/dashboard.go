@@ -29,12 +29,14 @@ func terminal(status string) bool {
 	return status == jobStopped || status == jobSucceeded || status == jobFailed
 }
 
-// dashboard is the head's dashboard: GET /api/gcs_healthz, GET /api/version and the Job API. Each submitted
+// dashboard is the head's dashboard: GET /api/gcs_healthz, GET /api/version, the Job API and the fake's task
+// API (pathTasks). Each submitted
 // job's entrypoint runs with /bin/sh -c; its output is the job's logs.
 type dashboard struct {
 	mu    sync.Mutex
 	jobs  map[string]*job
 	serve *serve
+	tasks *taskTable
 	// padServe, when above 0, makes the Serve details answer a hostile head's: the same object, padded with a
 	// string field of that many bytes (FAKERAY_SERVE_ANSWER_PADDING), streamed as it is written.
 	padServe int
@@ -52,9 +54,9 @@ type job struct {
 	cmd        *exec.Cmd
 }
 
-func newDashboard(s *serve) *dashboard {
+func newDashboard(s *serve, t *taskTable) *dashboard {
 	pad, _ := strconv.Atoi(os.Getenv(envServeAnswerPadding))
-	return &dashboard{jobs: map[string]*job{}, serve: s, padServe: pad}
+	return &dashboard{jobs: map[string]*job{}, serve: s, tasks: t, padServe: pad}
 }
 
 // envServeAnswerPadding names the environment variable of dashboard.padServe, read from the head's container.
@@ -90,6 +92,8 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePadded(w, r)
 	case path == "/api/serve/applications/":
 		d.serve.ServeHTTP(w, r)
+	case path == pathTasks:
+		serveTasks(d.tasks, w, r)
 	case path == "/api/gcs_healthz" && r.Method == http.MethodGet:
 		_, _ = w.Write([]byte("success"))
 	case path == "/api/version" && r.Method == http.MethodGet:

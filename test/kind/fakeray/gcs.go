@@ -22,7 +22,7 @@ import (
 // The calls between the fake's head and its workers. Ray's raylet registers with the GCS and the GCS forwards a
 // drain to the raylet (NodeManagerService.DrainRaylet); kray never sees these calls, so they carry only what
 // the fake needs: the node ID (field 1), the instance ID, the pod name as in KubeRay's RAY_CLOUD_INSTANCE_ID
-// (field 2), and the raylet's address (field 3).
+// (field 2), the raylet's address (field 3) and its CPUs for tasks (field 4).
 const (
 	methodGetClusterID   = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 	methodRegisterNode   = "/ray.rpc.NodeInfoGcsService/RegisterNode"
@@ -49,6 +49,7 @@ type gcsNode struct {
 	id         []byte
 	instanceID string
 	address    string // the raylet's host:port
+	cpus       int
 	registered time.Time
 	draining   bool
 	dead       bool
@@ -67,6 +68,14 @@ type gcs struct {
 	nodes []*gcsNode
 	// serve is the head's Serve, which places replicas on the nodes.
 	serve *serve
+	// tasks is the head's task table; attempts are the pushes running, by attempt ID.
+	tasks    *taskTable
+	attempts map[uint64]attempt
+}
+
+// newGCS is a GCS of a new cluster ID, with no node and no task.
+func newGCS() *gcs {
+	return &gcs{clusterID: newNodeID(), tasks: newTaskTable(time.Now), attempts: map[uint64]attempt{}}
 }
 
 // handle answers one GCS call: the health check of `ray health-check`, raylet registration, and the
@@ -101,6 +110,7 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 		n := g.find(id)
 		if n != nil {
 			n.dead = true
+			g.cancelNode(id)
 		}
 		g.mu.Unlock()
 		if n != nil {
@@ -119,7 +129,8 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 }
 
 // nodeStates lists the nodes as GetClusterResourceState does: the live ones first, then the dead ones. A
-// node being drained is DRAINING; a live one runs no work here, so it is IDLE since it registered.
+// node being drained is DRAINING; a live one is RUNNING while it runs a task, else IDLE since it registered or
+// its last task ended.
 func (g *gcs) nodeStates() []ray.Node {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -134,7 +145,15 @@ func (g *gcs) nodeStates() []ray.Node {
 		case n.draining:
 			s.Status = ray.NodeStatusDraining
 		default:
-			s.Status, s.Idle = ray.NodeStatusIdle, time.Since(n.registered)
+			busy, since := g.tasks.busy(n.id)
+			if busy {
+				s.Status = ray.NodeStatusRunning
+				break
+			}
+			if since.Before(n.registered) {
+				since = n.registered
+			}
+			s.Status, s.Idle = ray.NodeStatusIdle, time.Since(since)
 		}
 		alive = append(alive, s)
 	}
@@ -142,7 +161,7 @@ func (g *gcs) nodeStates() []ray.Node {
 }
 
 // drain answers DrainNode: a node that is dead or unknown is accepted (nothing to drain); a live one is
-// asked to drain through its raylet, whose answer is the reply.
+// asked to drain through its raylet, whose answer is the reply, and is draining once its raylet accepted.
 func (g *gcs) drain(stream grpc.ServerStream, req []byte) error {
 	r, err := ray.DecodeDrainRequest(req)
 	if err != nil {
@@ -160,14 +179,23 @@ func (g *gcs) drain(stream grpc.ServerStream, req []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(stream.Context(), 5*time.Second)
 	defer cancel()
-	if err := call(ctx, address, methodDrainRaylet, req); err != nil {
+	b, err := callReply(ctx, address, methodDrainRaylet, req)
+	if err != nil {
 		return status.Errorf(codes.Unavailable, "raylet %s: %v", address, err)
+	}
+	reply, err := ray.DecodeDrainReply(b)
+	if err != nil {
+		return status.Errorf(codes.Internal, "raylet %s: %v", address, err)
+	}
+	if !reply.Accepted {
+		fmt.Printf("GCS: node %x refused the drain: %s\n", r.NodeID, reply.Rejection)
+		return stream.SendMsg(ray.EncodeDrainReply(reply))
 	}
 	g.mu.Lock()
 	n.draining = true
 	g.mu.Unlock()
 	fmt.Printf("GCS: node %x draining (%s)\n", r.NodeID, r.Message)
-	return stream.SendMsg(ray.EncodeDrainReply(ray.DrainReply{Accepted: true}))
+	return stream.SendMsg(ray.EncodeDrainReply(reply))
 }
 
 // keep records a node's liveness in the GCS's Redis, when it has one.
@@ -244,6 +272,7 @@ func (g *gcs) checkHealth(ctx context.Context) {
 				n.misses = 0
 			} else if n.misses++; n.misses >= healthCheckThreshold {
 				n.dead = true
+				g.cancelNode(n.id)
 				fmt.Printf("GCS: node %x is dead (its raylet does not answer)\n", n.id)
 			}
 			dead := n.dead
@@ -328,17 +357,33 @@ func encodeNode(n *gcsNode) []byte {
 	b = protowire.AppendTag(b, 2, protowire.BytesType)
 	b = protowire.AppendString(b, n.instanceID)
 	b = protowire.AppendTag(b, 3, protowire.BytesType)
-	return protowire.AppendString(b, n.address)
+	b = protowire.AppendString(b, n.address)
+	b = protowire.AppendTag(b, 4, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(n.cpus))
 }
 
 func decodeNode(b []byte) *gcsNode {
 	n := &gcsNode{}
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || typ != protowire.BytesType {
+		if l < 0 {
 			return n
 		}
 		b = b[l:]
+		if typ == protowire.VarintType {
+			v, l := protowire.ConsumeVarint(b)
+			if l < 0 {
+				return n
+			}
+			b = b[l:]
+			if num == 4 {
+				n.cpus = int(v)
+			}
+			continue
+		}
+		if typ != protowire.BytesType {
+			return n
+		}
 		v, l := protowire.ConsumeBytes(b)
 		if l < 0 {
 			return n

@@ -8,6 +8,8 @@
 //	ray job status --address URL ID
 //	ray job logs --address URL [--follow] ID
 //	ray list nodes [--address HOST:PORT]
+//	ray tasks submit --count N --seconds S [--address URL]
+//	ray tasks summary [--address URL]
 //	ray stop
 //	ray kuberay-autoscaler --cluster-name NAME --cluster-namespace NS
 //
@@ -15,9 +17,12 @@
 // autoscaler state service kray calls to list and drain nodes), the dashboard (GET /api/gcs_healthz, the Job
 // API under /api/jobs/) and the dashboard agent's /api/local_raylet_healthz and /api/healthz. Every node's
 // `ray start` runs a raylet that registers with the GCS under a new node ID (the head's too), and a worker's
-// first waits for its head's GCS. As in Ray: a node kray drains is DRAINING, its raylet exits once idle (at
-// once: nothing runs here) with status 0, which `ray start --block` expects, so the container runs on with no
-// raylet and its agent's raylet health fails; the GCS lists the node DEAD after the live ones, and a container
+// first waits for its head's GCS. Tasks of a set length (`ray tasks submit`) take one CPU each of a node that
+// is not draining (`--num-cpus`), a task whose node dies is killed and runs again while it has retries, and the
+// head counts tasks completed, killed and task-seconds lost (`ray tasks summary`). As in Ray: a node kray
+// drains is DRAINING and takes no task, its raylet exits once idle (at once, or when its last task ends) with
+// status 0, which `ray start --block` expects, so the container runs on with no raylet and its agent's raylet
+// health fails; the GCS lists the node DEAD after the live ones, and a container
 // restarted later registers a new node under the same pod name. A raylet whose GCS does not answer for
 // RAY_gcs_rpc_server_reconnect_timeout_s (60) exits with 1, and `ray start` with it. The head's dashboard also
 // serves Serve's REST API, and every node a Serve proxy that answers its health check only where Serve runs
@@ -70,6 +75,12 @@ func run(args []string) int {
 			return 2
 		}
 		return listNodes(parseFlags(args[2:]))
+	case "tasks":
+		if len(args) < 2 {
+			fmt.Fprintln(os.Stderr, "usage: ray tasks submit|summary ...")
+			return 2
+		}
+		return tasksCommand(args[1], args[2:])
 	case "stop":
 		return 0
 	case "kuberay-autoscaler":

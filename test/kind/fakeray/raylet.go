@@ -23,27 +23,32 @@ const (
 	envGCSReconnectTimeout     = "RAY_gcs_rpc_server_reconnect_timeout_s"
 )
 
-// raylet is one node's fake raylet: registered with its GCS under a node ID of its own, answering the GCS's
-// health checks and DrainRaylet. Drained, it exits once idle (Ray's raylet unregisters and exits 0), and it
-// never runs work here, so at once.
+// raylet is one node's fake raylet: registered with its GCS under a node ID of its own with its CPUs, answering
+// the GCS's health checks and DrainRaylet, and running the task attempts the head pushes to it. Drained, it exits
+// once idle (Ray's raylet unregisters and exits 0): at once, or when its last task ends.
 type raylet struct {
 	id []byte
 	// clusterID is the ID of the cluster whose GCS the raylet registered with; its calls carry it.
 	clusterID  []byte
 	gcsAddress string
 	address    string
+	cpus       int
 	server     *grpc.Server
 	mu         sync.Mutex
 	gone       bool
+	// draining is set by an accepted DrainRaylet; running counts the task attempts running.
+	draining bool
+	running  int
 }
 
-// startRaylet serves the raylet on port and registers it with the GCS at gcsAddress, under instanceID.
-func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs chan<- error) (*raylet, error) {
+// startRaylet serves the raylet on port and registers it with the GCS at gcsAddress, under instanceID, with
+// cpus for tasks.
+func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, cpus int, errs chan<- error) (*raylet, error) {
 	ip, err := localIP(gcsAddress)
 	if err != nil {
 		return nil, err
 	}
-	r := &raylet{id: newNodeID(), gcsAddress: gcsAddress, address: net.JoinHostPort(ip, port)}
+	r := &raylet{id: newNodeID(), gcsAddress: gcsAddress, address: net.JoinHostPort(ip, port), cpus: cpus}
 	lis, err := net.Listen("tcp", ":"+port)
 	if err != nil {
 		return nil, err
@@ -67,7 +72,7 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs 
 		return nil, fmt.Errorf("get the cluster ID of the GCS at %s: %w", gcsAddress, err)
 	}
 	r.clusterID = id
-	n := &gcsNode{id: r.id, instanceID: instanceID, address: r.address}
+	n := &gcsNode{id: r.id, instanceID: instanceID, address: r.address, cpus: cpus}
 	if err := call(withClusterID(ctx, id), gcsAddress, methodRegisterNode, encodeNode(n)); err != nil {
 		return nil, fmt.Errorf("register with the GCS at %s: %w", gcsAddress, err)
 	}
@@ -75,7 +80,7 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, errs 
 	return r, nil
 }
 
-// handle answers the GCS: its health check, and DrainRaylet.
+// handle answers the GCS: its health check, DrainRaylet and the tasks it pushes.
 func (r *raylet) handle(_ any, stream grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(stream)
 	var req []byte
@@ -86,9 +91,9 @@ func (r *raylet) handle(_ any, stream grpc.ServerStream) error {
 	case methodHealthCheck:
 		return stream.SendMsg(servingReply)
 	case methodDrainRaylet:
-		// A preemption drain is always accepted; the raylet, idle, shuts down right after answering.
-		go r.exit()
-		return stream.SendMsg([]byte{})
+		return stream.SendMsg(r.drainRaylet(req))
+	case methodPushTask:
+		return r.runTask(stream, req)
 	}
 	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }

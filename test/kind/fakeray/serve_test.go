@@ -68,7 +68,7 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 // A head told to pad its Serve details answers the same object with a padding field of that many bytes:
 // valid JSON, which kray's client reads as Serve details while the padding fits its bound.
 func TestServeAnswerPadding(t *testing.T) {
-	d := newDashboard(&serve{})
+	d := newDashboard(&serve{}, newTaskTable(time.Now))
 	d.padServe = 100_000
 	srv := httptest.NewServer(d)
 	defer srv.Close()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -99,7 +100,7 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		if err != nil {
 			return fail(err)
 		}
-		g := &gcs{clusterID: newNodeID()}
+		g := newGCS()
 		if store := redisFromEnv(); store != nil {
 			if err := g.recover(ctx, store); err != nil {
 				return fail(err)
@@ -115,7 +116,8 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		go func() { errs <- server.Serve(lis) }()
 		defer server.Stop()
 		go g.checkHealth(ctx)
-		d := newDashboard(sv)
+		go g.runTasks(ctx)
+		d := newDashboard(sv, g.tasks)
 		go func() { errs <- listenAndServe(ctx, ":"+f.get("dashboard-port", defaultDashboardPort), d) }()
 		gcsAddress = "127.0.0.1:" + port
 		fmt.Println("Ray runtime started (fake head).")
@@ -133,7 +135,7 @@ func startUntil(ctx context.Context, f flags, n node) int {
 		}
 		fmt.Printf("Ray runtime started (fake worker of %s).\n", gcsAddress)
 	}
-	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), n.instance, errs)
+	r, err := startRaylet(ctx, gcsAddress, f.get("node-manager-port", defaultRayletPort), n.instance, numCPUs(f, runtime.NumCPU()), errs)
 	if err != nil {
 		return fail(err)
 	}
