@@ -144,8 +144,8 @@ func (s *serve) details(now time.Time) map[string]any {
 }
 
 // replicasOn is how many replicas Serve runs on the node: the replicas of every deployment, scaled by the
-// target capacity, spread over the live worker nodes (IDLE: live and not draining; nothing runs work here) in
-// turn, on the head when there is none. A draining node gets none: Serve moves its replicas away.
+// target capacity, spread over the live worker nodes (IDLE or RUNNING: live and not draining) in turn, on the
+// head when there is none. A draining node gets none: Serve moves its replicas away.
 func (s *serve) replicasOn(node []byte) int {
 	s.mu.Lock()
 	total := 0
@@ -161,7 +161,8 @@ func (s *serve) replicasOn(node []byte) int {
 	s.mu.Unlock()
 	var hosts []string
 	for _, n := range s.gcs.nodeStates() {
-		if n.Status == ray.NodeStatusIdle && string(n.ID) != string(s.head()) {
+		live := n.Status == ray.NodeStatusIdle || n.Status == ray.NodeStatusRunning
+		if live && string(n.ID) != string(s.head()) {
 			hosts = append(hosts, string(n.ID))
 		}
 	}
