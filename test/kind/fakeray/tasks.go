@@ -148,16 +148,14 @@ func (t *taskTable) refused(id uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if k, ok := t.running[id]; ok {
-		t.end(k)
-		t.pending = append([]*task{k}, t.pending...)
+		t.requeue(k)
 	}
 }
 
 // killed records that the attempt id died with its node, having run since it started; one that had not begun
-// is refused. The task is queued again
-// at the head of the queue while it has retries left; a node that was being drained (preempted) does not use
-// one up, as Ray's TaskManager does not for a NODE_DIED whose node died AUTOSCALER_DRAIN_PREEMPTED
-// (ray-project/ray#54182). Out of retries, the task has failed.
+// is refused. The task is queued again at the head of the queue while it has retries left; a node that was
+// being drained (preempted) does not use one up, as Ray's TaskManager does not for a NODE_DIED whose node died
+// AUTOSCALER_DRAIN_PREEMPTED (ray-project/ray#54182). Out of retries, the task has failed.
 func (t *taskTable) killed(id uint64, preempted bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -166,20 +164,25 @@ func (t *taskTable) killed(id uint64, preempted bool) {
 		return
 	}
 	if k.started.IsZero() {
-		t.end(k)
-		t.pending = append([]*task{k}, t.pending...)
+		t.requeue(k)
 		return
 	}
-	t.end(k)
 	t.counts.Killed++
 	t.counts.LostSeconds += t.now().Sub(k.started).Seconds()
+	if !preempted && k.retriesLeft == 0 {
+		t.counts.Failed++
+		t.end(k)
+		return
+	}
 	if !preempted {
-		if k.retriesLeft == 0 {
-			t.counts.Failed++
-			return
-		}
 		k.retriesLeft--
 	}
+	t.requeue(k)
+}
+
+// requeue takes the attempt k off its node and puts its task first in the queue.
+func (t *taskTable) requeue(k *task) {
+	t.end(k)
 	t.pending = append([]*task{k}, t.pending...)
 }
 
