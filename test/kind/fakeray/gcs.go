@@ -321,10 +321,14 @@ func call(ctx context.Context, address, method string, req []byte) error {
 	return err
 }
 
+// dial is a raw client of address, with the fake's transport.
+func dial(address string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})), transport())
+}
+
 // callReply makes one raw call to address and returns the reply.
 func callReply(ctx context.Context, address, method string, req []byte) ([]byte, error) {
-	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})),
-		transport())
+	conn, err := dial(address)
 	if err != nil {
 		return nil, err
 	}

@@ -220,14 +220,7 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler) error {
 func checkAlive(ctx context.Context, address string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})),
-		transport())
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	var reply []byte
-	return conn.Invoke(ctx, methodCheckAliveHeartbeat, []byte{}, &reply) == nil
+	return call(ctx, address, methodCheckAliveHeartbeat, []byte{}) == nil
 }
 
 // healthCheck runs `ray health-check --address HOST:PORT`: exit 0 when the GCS answers.

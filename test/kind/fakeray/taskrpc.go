@@ -74,7 +74,7 @@ func (g *gcs) push(ctx context.Context, p placement, address string) {
 // pushTask makes the push of p to the raylet at address, calling began once the raylet began the task, and
 // returns when the task ended (nil) or the call failed.
 func pushTask(ctx context.Context, address string, p placement, began func()) error {
-	conn, err := grpc.NewClient(address, grpc.WithDefaultCallOptions(grpc.ForceCodec(ray.RawCodec{})), transport())
+	conn, err := dial(address)
 	if err != nil {
 		return err
 	}
