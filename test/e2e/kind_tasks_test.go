@@ -45,8 +45,9 @@ func TestKindDrainedWorkerFinishesItsTask(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	rc := kindRayCluster(kindNamespace(t), "tasks", 1)
-	rc.Spec.HeadGroupSpec.RayStartParams["num-cpus"] = "0" // tasks run on the worker only
-	rc.Spec.WorkerGroupSpecs[0].RayStartParams["num-cpus"] = "1"
+	// Tasks run on the worker only, as users keep work off the head; the worker's one CPU is what kray derives
+	// from its 500m limit.
+	rc.Spec.HeadGroupSpec.RayStartParams["num-cpus"] = "0"
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 	create(t, rc)
 	waitKindReady(t, rc, 1)
