@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sort"
 	"sync"
 	"time"
 )
@@ -25,6 +26,9 @@ type taskCounts struct {
 	// running now.
 	Pending int `json:"pending"`
 	Running int `json:"running"`
+	// RunningSeconds is how long each running attempt has run, oldest first: what a reader loses with the head
+	// when the head goes (the driver and its tasks go with it).
+	RunningSeconds []float64 `json:"runningTaskSeconds,omitempty"`
 }
 
 // task is one normal task of the fake: it runs for length on one CPU of a node.
@@ -217,7 +221,9 @@ func (t *taskTable) snapshot() taskCounts {
 			c.Pending++
 		} else {
 			c.Running++
+			c.RunningSeconds = append(c.RunningSeconds, t.now().Sub(k.started).Seconds())
 		}
 	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(c.RunningSeconds)))
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -86,13 +87,18 @@ func TestTaskOutcomes(t *testing.T) {
 		t.Errorf("placed, not begun: %+v, want both pending", got)
 	}
 	table.started(first[0].id)
+	clock.advance(5 * time.Second)
 	table.started(first[1].id)
-	clock.advance(30 * time.Second)
+	clock.advance(2 * time.Second)
+	if got := table.snapshot().RunningSeconds; !reflect.DeepEqual(got, []float64{7, 2}) {
+		t.Errorf("running for %v s, want [7 2]", got)
+	}
+	clock.advance(23 * time.Second)
 	table.completed(first[0].id)
-	clock.advance(-20 * time.Second) // the second attempt dies 10 s in
+	clock.advance(-15 * time.Second) // the second attempt dies 10 s in
 	table.killed(first[1].id, false)
 	want := taskCounts{Submitted: 2, Completed: 1, Killed: 1, LostSeconds: 10, Pending: 1}
-	if got := table.snapshot(); got != want {
+	if got := table.snapshot(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after one done and one killed: %+v, want %+v", got, want)
 	}
 	if busy, since := table.busy(nodeA); busy || !since.Equal(clock.now()) {
@@ -135,7 +141,7 @@ func TestTaskOutcomes(t *testing.T) {
 	table.refused(p[0].id)
 	p = table.place([]taskNode{{id: nodeC, cpus: 1}})
 	table.killed(p[0].id, false)
-	if after := table.snapshot(); after != before {
+	if after := table.snapshot(); !reflect.DeepEqual(after, before) {
 		t.Errorf("refused and killed before it began: %+v, then %+v", before, after)
 	}
 }
