@@ -172,7 +172,7 @@ func (r *Reconciler) syncRouting(ctx context.Context, svc *rayv1.RayService, des
 		// (one KubeRay made). Read it from the API server and update it, which also labels it.
 		found := desired.DeepCopyObject().(client.Object)
 		if err := r.checkOwned(ctx, svc, found, desired.GetName()); err != nil {
-			return warning(ev.failedToCreate, "Failed to create %s for RayService %s/%s: %v", ev.kind, svc.Namespace, svc.Name, err), err
+			return warning(ev.failedToCreate, "Failed to create %s for RayService %s/%s: %v", ev.kind, svc.Namespace, svc.Name, err), retried(err)
 		}
 		live = found
 	}
@@ -236,7 +236,7 @@ func (r *Reconciler) syncService(ctx context.Context, svc *rayv1.RayService, o O
 		// also labels it.
 		found := &corev1.Service{}
 		if err := r.checkOwned(ctx, svc, found, desired.Name); err != nil {
-			return nil, err
+			return warning(shared.EventFailedToCreateService, "Failed to create Service %s: %v", ref, err), retried(err)
 		}
 		if selects(found, cluster) && found.Labels[constants.LabelCluster] == cluster {
 			return nil, nil
@@ -274,9 +274,25 @@ func (r *Reconciler) checkOwned(ctx context.Context, svc *rayv1.RayService, obj 
 		return fmt.Errorf("read %s after its create found it existing: %w", key, err)
 	}
 	if !shared.OwnedBy(obj, svc) {
-		return fmt.Errorf("%s exists and is not controlled by RayService %s/%s: kray does not use or change it; delete it, or rename the RayService", key, svc.Namespace, svc.Name)
+		return notControlledError(fmt.Sprintf("%s exists and is not controlled by RayService %s/%s: kray does not use or change it; delete it, or rename the RayService", key, svc.Namespace, svc.Name))
 	}
 	return nil
+}
+
+// notControlledError says that an object of a name the RayService writes exists and is not the RayService's.
+type notControlledError string
+
+func (e notControlledError) Error() string { return string(e) }
+
+// retried is err, or nil for a notControlledError: that one is reported in a Warning and tried again at the
+// next poll, not with the growing backoff of an error, since the RayService goes on as soon as the user deletes
+// the object, whose deletion the cache (which holds only the RayService's own) does not see.
+func retried(err error) error {
+	var taken notControlledError
+	if errors.As(err, &taken) {
+		return nil
+	}
+	return err
 }
 
 func normal(reason, format string, args ...any) *shared.Event {
