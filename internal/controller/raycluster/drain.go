@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,8 +83,9 @@ type gcsView struct {
 }
 
 // drainHeld moves the drain of one held pod a step: it releases a pod that cannot run a Ray node or whose
-// update restarts nothing, starts the drain of a new hold, and releases the pod once the node asked is
-// drained or gone, Ray has no node for it, or the timeout passed.
+// update restarts nothing, starts the drain of a new hold (once its new image is on its node, when kray pulls
+// it there: awaitsImage), and releases the pod once the node asked is drained or gone, Ray has no node for it,
+// or the timeout passed.
 func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g gcsView) error {
 	if p.Status.PodIP == "" {
 		// Never started (unscheduled, or a gang member still pending): no Ray node can run in it.
@@ -94,6 +96,10 @@ func (r *Reconciler) drainHeld(ctx context.Context, s *state, p *corev1.Pod, g g
 	}
 	rec, ok := recordedDrain(p)
 	if !ok {
+		if wait, err := r.awaitsImage(ctx, s, p, g.timeout); wait || err != nil {
+			s.retryAfter(imagePoll)
+			return err
+		}
 		s.retryAfter(drainPoll)
 		if g.spent() {
 			return nil // started by the next reconcile, so that its request reaches the GCS
@@ -189,13 +195,21 @@ func holdOf(p *corev1.Pod) string {
 // updateRestarts says whether the in-place update the pod is held for restarts a container: true unless the
 // pod's CloneSet is in the snapshot and its template differs from the pod only in labels or annotations.
 func (s *state) updateRestarts(p *corev1.Pod) bool {
+	if cs := s.cloneSetOf(p); cs != nil {
+		return scale.InPlaceUpdateRestarts(p, &cs.Spec.Template)
+	}
+	return true
+}
+
+// cloneSetOf is the pod's CloneSet in the snapshot, nil when it is not there.
+func (s *state) cloneSetOf(p *corev1.Pod) *kruisev1alpha1.CloneSet {
 	ref := metav1.GetControllerOf(p)
 	for i := range s.children.cloneSets {
 		if cs := &s.children.cloneSets[i]; ref != nil && cs.UID == ref.UID {
-			return scale.InPlaceUpdateRestarts(p, &cs.Spec.Template)
+			return cs
 		}
 	}
-	return true
+	return nil
 }
 
 // drainWhileInvalid drains and releases the worker pods Kruise holds behind the drain hook while the spec is

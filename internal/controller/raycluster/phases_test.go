@@ -30,6 +30,7 @@ import (
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/imageref"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
@@ -317,15 +318,20 @@ func drainingEnv(t *testing.T, status ray.NodeStatus, mutate ...func(*rayv1.RayC
 // then released when its node is idle or after the timeout; without workerDrain it is released at once.
 func TestDrainPhase(t *testing.T) {
 	cases := []struct {
-		name        string
-		drain       bool
-		state       string // the pod's Kruise lifecycle state; "": PreparingDelete
-		status      ray.NodeStatus
-		started     time.Duration // since the drain started; 0: not started
-		record      string        // how the drain start was recorded: "" this hold and node n1, "legacy" without either, "stale" for an earlier hold, "none" without a node
-		metadata    bool          // the in-place update changes only labels
-		noIP        bool          // the pod never started
-		nodes       []ray.Node    // the GCS's nodes when not the pod's node n1 in status
+		name     string
+		drain    bool
+		state    string // the pod's Kruise lifecycle state; "": PreparingDelete
+		status   ray.NodeStatus
+		started  time.Duration // since the drain started; 0: not started
+		record   string        // how the drain start was recorded: "" this hold and node n1, "legacy" without either, "stale" for an earlier hold, "none" without a node
+		metadata bool          // the in-place update changes only labels
+		noIP     bool          // the pod never started
+		nodes    []ray.Node    // the GCS's nodes when not the pod's node n1 in status
+		// pull, when set, turns kray.io/image-prepull on and is the new image's phase in the NodeImage of the
+		// pod's node ("no tag": not listed; "no NodeImage": the node has none); holdAge is how long Kruise has
+		// held the pod (default 5 minutes, past the 60 s timeout).
+		pull        string
+		holdAge     time.Duration
 		wantDrain   bool
 		wantRelease bool
 	}{
@@ -344,6 +350,20 @@ func TestDrainPhase(t *testing.T) {
 		{name: "older kray's start: node asked now", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "legacy", wantDrain: true},
 		{name: "no request reached the GCS: asked once it answers", drain: true, status: ray.NodeStatusRunning, started: time.Second, record: "none", wantDrain: true},
 		{name: "a pod that never started: released, no drain", drain: true, status: ray.NodeStatusRunning, noIP: true, wantRelease: true},
+		{name: "image-prepull: the new image still pulling on the node: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: string(kruisev1alpha1.ImagePhasePulling), holdAge: 30 * time.Second},
+		{name: "image-prepull: the new image not yet asked of the node: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "no tag", holdAge: 30 * time.Second},
+		{name: "image-prepull: the new image pulled: drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: string(kruisev1alpha1.ImagePhaseSucceeded), holdAge: 30 * time.Second, wantDrain: true},
+		{name: "image-prepull: the pull failed: drain requested, the kubelet pulls", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: string(kruisev1alpha1.ImagePhaseFailed), holdAge: 30 * time.Second, wantDrain: true},
+		{name: "image-prepull: a node no daemon pulls on: drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "no NodeImage", holdAge: 30 * time.Second, wantDrain: true},
+		{name: "image-prepull: still pulling when the timeout has passed: drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: string(kruisev1alpha1.ImagePhasePulling), wantDrain: true},
+		{name: "image-prepull: a deletion waits for no image", drain: true, status: ray.NodeStatusRunning,
+			pull: string(kruisev1alpha1.ImagePhasePulling), holdAge: 30 * time.Second, wantDrain: true},
 		{name: "drained node gone, its restarted raylet a new node", drain: true, started: time.Second,
 			nodes: []ray.Node{{ID: []byte("n2"), InstanceID: "c-g-worker-00000", Status: ray.NodeStatusRunning}}, wantRelease: true},
 		{name: "drained node dead, its restarted raylet a new node", drain: true, started: time.Second,
@@ -371,8 +391,30 @@ func TestDrainPhase(t *testing.T) {
 			if tc.state == constants.KruiseStatePreparingUpdate && !tc.metadata {
 				pod.Spec.Containers[0].Image = "rayproject/ray:2.9.0" // the template moved on from it
 			}
-			// Kruise entered the hold 5 minutes ago.
-			pod.Annotations = map[string]string{constants.AnnotationKruiseLifecycleTimestamp: testNow.Add(-5 * time.Minute).Format(time.RFC3339)}
+			// Kruise entered the hold 5 minutes ago, unless the case says otherwise.
+			holdAge := tc.holdAge
+			if holdAge == 0 {
+				holdAge = 5 * time.Minute
+			}
+			pod.Annotations = map[string]string{constants.AnnotationKruiseLifecycleTimestamp: testNow.Add(-holdAge).Format(time.RFC3339)}
+			if tc.pull != "" {
+				pod.Spec.NodeName = "node-a"
+				e.updateSpec(rc, func(rc *rayv1.RayCluster) {
+					metav1.SetMetaDataAnnotation(&rc.ObjectMeta, constants.AnnotationImagePrepull, "true")
+				})
+				cs := e.get(&kruisev1alpha1.CloneSet{}, "c-g-worker").(*kruisev1alpha1.CloneSet)
+				name, tag, _ := imageref.NameTag(cs.Spec.Template.Spec.Containers[0].Image)
+				ni := &kruisev1alpha1.NodeImage{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: kruisev1alpha1.NodeImageStatus{
+					ImageStatuses: map[string]kruisev1alpha1.ImageStatus{name: {Tags: []kruisev1alpha1.ImageTagStatus{{Tag: "older", Phase: kruisev1alpha1.ImagePhaseSucceeded}}}}}}
+				if tc.pull != "no tag" {
+					ni.Status.ImageStatuses[name] = kruisev1alpha1.ImageStatus{Tags: []kruisev1alpha1.ImageTagStatus{{Tag: tag, Phase: kruisev1alpha1.ImagePullPhase(tc.pull)}}}
+				}
+				if tc.pull != "no NodeImage" {
+					if err := e.api.Create(context.Background(), ni); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			if tc.started > 0 {
 				pod.Annotations[constants.AnnotationDrainStarted] = testNow.Add(-tc.started).Format(time.RFC3339)
 				hold := pod.Labels[constants.LabelKruiseLifecycleState] + "@" + pod.Annotations[constants.AnnotationKruiseLifecycleTimestamp]
