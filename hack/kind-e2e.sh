@@ -29,6 +29,8 @@ diagnostics() {
   local node
   DOCKER_HOST="$("${ROOT}/hack/kind.sh" docker 2>/dev/null)" || return 0
   export DOCKER_HOST
+  log "registry log:"
+  docker logs --tail 20 "${KRAY_KIND_CLUSTER:-kray}-registry" >&2 || true
   for node in $("${ROOT}/bin/kind" get nodes --name "${KRAY_KIND_CLUSTER:-kray}" 2>/dev/null); do
     log "${node}: the mangle FORWARD chain and the netfilter queues (queue, portid, waiting, mode, range, dropped, user dropped, last id)"
     docker exec "${node}" iptables -t mangle -L FORWARD -n -v >&2 || true
@@ -54,7 +56,8 @@ trap cleanup EXIT
 start="$(date +%s)"
 "${ROOT}/hack/kind.sh" up
 log "cluster up in $(($(date +%s) - start)) s"
-export KUBECONFIG="${KUBECONFIG_FILE}"
+# KUBECONFIG, and the registry's addresses (KRAY_KIND_REGISTRY, KRAY_KIND_REGISTRY_PUSH).
+eval "$("${ROOT}/hack/kind.sh" env)"
 cd "${ROOT}"
 start="$(date +%s)"
 # shellcheck source=lib/slowest.sh

@@ -3,11 +3,11 @@
 # made from Debian packages and binaries built from pinned Go modules.
 #
 # Usage: hack/kind.sh up | down | images | dockerfile | docker | env
-#   up      the Docker engine (started when none answers), every image, a kind cluster, its NetworkPolicy enforcer,
-#           Kruise from the manifests in its Go module, cert-manager's controllers on this host (its CRDs from its
+#   up      the Docker engine (started when none answers), every image, a kind cluster, its image registry, its
+#           NetworkPolicy enforcer, Kruise from the manifests in its Go module, cert-manager's controllers on this host (its CRDs from its
 #           module) and kray from charts/kray with RayClusterMTLS and RayClusterNetworkPolicy on; the kubeconfig
 #           is left at .local/kind/kubeconfig
-#   down    deletes the cluster and its network, stops cert-manager and the Docker engine if this script started it; the
+#   down    deletes the cluster, its registry's container and its network, stops cert-manager and the Docker engine if this script started it; the
 #           images stay, as the cache of the next `up` of any clone on this machine (<cache>/kind/docker)
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
 #   dockerfile  builds ./Dockerfile unchanged (kray-operator:dockerfile) on local images of its two bases
@@ -36,6 +36,7 @@
 #                                          (gcr.io/distroless/static:nonroot, made here from Debian)
 #   rayproject/ray:<version>               the fake Ray of test/kind/fakeray (kray.local/fake-ray:<hash>) under
 #                                          every tag the tests and KubeRay's samples use
+#   kray.local/registry:<suite>-<hash>     Debian's docker-registry and tc (hack/kind/registry)
 # Earlier builds of the kray.local images are removed after each build.
 #
 # The cluster: one control-plane node and KRAY_KIND_WORKERS (default 1) worker nodes, all schedulable. The
@@ -43,6 +44,12 @@
 # container asks for 200m, KubeRay's fixed figure), so the worker gives the kind suite room to run tests at once.
 # Node i (0 the control plane) gives its pods 10.244.i.0/24 through the node image's ptp CNI, and each node routes
 # the others' pod ranges through their node addresses (the part of kind's kindnetd this cluster does itself).
+#
+# The registry: a container <cluster>-registry on kind's network, beside the nodes, serving plain HTTP as
+# <cluster>-registry:5000 to the nodes' containerd (/etc/containerd/certs.d) and as 127.0.0.1:KRAY_KIND_REGISTRY_PORT
+# (default 5001) to this host, which pushes the fake Ray to it as <cluster>-registry:5000/ray:<version>. Nothing
+# else is preloaded from it, so a pod of such an image pulls it for real. Its blobs stay in the machine's cache
+# (<cache>/kind/registry) from one `up` to the next.
 #
 # Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind: build contexts),
 # KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), KRAY_KIND_WORKERS (default 1), versions
@@ -60,6 +67,12 @@ KIND_DIR="${KRAY_KIND_DIR:-${ROOT}/.kind}"
 DOCKER_DIR="${KRAY_KIND_DOCKER_DIR:-${KRAY_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/kray}/kind/docker}"
 BUILD_DIR="${KIND_DIR}/build"
 KUBECONFIG_FILE="${ROOT}/.local/kind/kubeconfig"
+REGISTRY_CONTAINER="${CLUSTER}-registry"
+# REGISTRY is the registry's address on kind's network, the host part of the images pods pull from it.
+REGISTRY="${REGISTRY_CONTAINER}:5000"
+# REGISTRY_PUSH is its address on this host; Docker pushes to a loopback registry over plain HTTP.
+REGISTRY_PUSH="127.0.0.1:${KRAY_KIND_REGISTRY_PORT:-5001}"
+REGISTRY_DIR="$(dirname "${DOCKER_DIR}")/registry"
 # The engine's sockets live under /run, named after this checkout: a Unix socket path is limited to 107 bytes,
 # which a deep checkout plus containerd's own paths under --exec-root would pass.
 RUN_DIR="/run/kray-docker-$(printf '%s' "${DOCKER_DIR}" | sha256sum | cut -c1-12)"
@@ -434,6 +447,18 @@ networkpolicy_image() {
   CURRENT+=("${NETWORKPOLICY_IMAGE}")
 }
 
+# REGISTRY_IMAGE is the registry's image (hack/kind/registry).
+REGISTRY_IMAGE=""
+
+registry_image() {
+  local ctx="${BUILD_DIR}/registry"
+  rm -rf "${ctx}" && mkdir -p "${ctx}"
+  cp "${ROOT}/hack/kind/registry/Dockerfile" "${ROOT}/hack/kind/registry/config.yml" "${ctx}/"
+  REGISTRY_IMAGE="kray.local/registry:${KIND_DEBIAN_SUITE}-$(cat "${ctx}"/* | sha256sum | cut -c1-12)"
+  build_image "${REGISTRY_IMAGE}" "${ctx}" --build-arg "BASE=${BASE_IMAGE}"
+  CURRENT+=("${REGISTRY_IMAGE}")
+}
+
 images() {
   mkdir -p "${BUILD_DIR}"
   timed "base image" base_image
@@ -441,6 +466,7 @@ images() {
   timed "kruise, operator and ray images" app_images
   timed "redis image" redis_image
   timed "networkpolicy image" networkpolicy_image
+  timed "registry image" registry_image
   prune_stale
 }
 
@@ -524,6 +550,33 @@ create_cluster() {
   route_pod_ranges
 }
 
+# start_registry runs the registry beside the nodes (kept when it already runs this image), makes every node's
+# containerd pull from it over plain HTTP, and pushes the fake Ray to it under each of RAY_VERSIONS.
+start_registry() {
+  mkdir -p "${REGISTRY_DIR}"
+  if [[ "$(docker inspect -f '{{.State.Running}} {{.Config.Image}}' "${REGISTRY_CONTAINER}" 2>/dev/null)" != "true ${REGISTRY_IMAGE}" ]]; then
+    docker rm -f "${REGISTRY_CONTAINER}" >/dev/null 2>&1 || true
+    # NET_ADMIN: a benchmark limits its rate with tc on its interface.
+    docker run -d --name "${REGISTRY_CONTAINER}" --network kind --cap-add NET_ADMIN -p "${REGISTRY_PUSH}:5000" \
+      -v "${REGISTRY_DIR}:/var/lib/docker-registry" "${REGISTRY_IMAGE}" >/dev/null
+  fi
+  local deadline=$((SECONDS + 60))
+  until curl -sf --max-time 2 "http://${REGISTRY_PUSH}/v2/" >/dev/null; do
+    ((SECONDS < deadline)) || die "the registry does not answer on ${REGISTRY_PUSH} after 60 s: $(docker logs --tail 20 "${REGISTRY_CONTAINER}" 2>&1)"
+    sleep 0.5
+  done
+  local node
+  while read -r node; do
+    printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "${REGISTRY}" "${REGISTRY}" |
+      docker exec -i "${node}" sh -c "mkdir -p /etc/containerd/certs.d/${REGISTRY} && cat >/etc/containerd/certs.d/${REGISTRY}/hosts.toml"
+  done < <("${KIND}" get nodes --name "${CLUSTER}")
+  local image
+  for image in "${RAY_IMAGES[@]}"; do
+    docker tag "${image}" "${REGISTRY_PUSH}/ray:${image##*:}"
+    docker push "${REGISTRY_PUSH}/ray:${image##*:}" >/dev/null
+  done
+}
+
 load_images() {
   "${KIND}" load docker-image --name "${CLUSTER}" "${KRUISE_IMAGE}" "${OPERATOR_IMAGE}" "${REDIS_IMAGE}" \
     "${NETWORKPOLICY_IMAGE}" "${RAY_IMAGES[@]}" >&2
@@ -565,7 +618,9 @@ install_kruise() {
   "${KUBECTL}" -n kruise-system rollout status daemonset/kruise-daemon --timeout=300s >&2
 }
 
-KRUISE_GATES="PodWebhook=true,KruiseDaemon=true,CloneSetEventHandlerOptimization=true"
+# The image pulling gates are those docs/operations.md asks for: kray.io/image-prepull's ImagePullJobs and the
+# workloads' pre-download of a new image, which kruise-daemon pulls through the node's containerd.
+KRUISE_GATES="PodWebhook=true,KruiseDaemon=true,CloneSetEventHandlerOptimization=true,ImagePullJobGate=true,PreDownloadImageForInPlaceUpdate=true"
 
 # install_gateway_crds applies the Gateway API's standard CRDs (GatewayClass, Gateway, HTTPRoute) from its module
 # at GATEWAY_API_VERSION, as a cluster that runs incremental RayService upgrades has them; no Gateway controller
@@ -638,6 +693,7 @@ up() {
   kind_bin
   timed "cluster" create_cluster
   timed "load images" load_images
+  timed "registry" start_registry
   timed "networkpolicies" install_networkpolicies
   timed "kruise" install_kruise
   timed "gateway api" install_gateway_crds
@@ -656,6 +712,7 @@ down() {
       log "deleting kind cluster ${CLUSTER}"
       "${KIND}" delete cluster --name "${CLUSTER}" >&2
     fi
+    docker rm -f "${REGISTRY_CONTAINER}" >/dev/null 2>&1 || true
     # kind's network, once no container uses it.
     if docker network inspect kind >/dev/null 2>&1 &&
       [[ "$(docker network inspect -f '{{len .Containers}}' kind)" == 0 ]]; then
@@ -675,7 +732,8 @@ case "${1:-}" in
   docker) ensure_docker; printf '%s\n' "${DOCKER_HOST:-}" ;;
   env)
     ensure_docker
-    printf 'export DOCKER_HOST=%s\nexport KUBECONFIG=%s\n' "${DOCKER_HOST:-}" "${KUBECONFIG_FILE}"
+    printf 'export DOCKER_HOST=%s\nexport KUBECONFIG=%s\nexport KRAY_KIND_REGISTRY=%s\nexport KRAY_KIND_REGISTRY_PUSH=%s\n' \
+      "${DOCKER_HOST:-}" "${KUBECONFIG_FILE}" "${REGISTRY}" "${REGISTRY_PUSH}"
     ;;
   *) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac
