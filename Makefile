@@ -167,7 +167,7 @@ bench-pod-webhook: ## The same with Kruise's pod webhooks on, as in a default Kr
 	hack/bench/bench.sh -kruise-pod-webhook -out=docs/bench/pod-webhook -report=docs/bench/pod-webhook/report.md $(BENCH_ARGS)
 
 .PHONY: bench-kind-upgrade
-bench-kind-upgrade: ## The same image change on real kubelets (kind): kray's RollingUpdate with workerDrain and Recreate vs KubeRay's Recreate; writes docs/bench/kind-upgrade.md.
+bench-kind-upgrade: ## A busy cluster's workers moved to another big image from the kind registry at a limited rate: KubeRay's Recreate vs kray's three ways; writes docs/bench/kind-upgrade.md.
 	hack/bench/kind.sh upgrade
 
 .PHONY: bench-kind-headloss

@@ -23,6 +23,8 @@ type rayTaskCounts struct {
 	LostSeconds float64 `json:"lostTaskSeconds"`
 	Pending     int     `json:"pending"`
 	Running     int     `json:"running"`
+	// RunningSeconds is how long each running task has run.
+	RunningSeconds []float64 `json:"runningTaskSeconds"`
 }
 
 // rayTasks runs `ray tasks args...` in the head's Ray container and returns the counts it prints.

@@ -16,16 +16,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
+	"github.com/kray-project/kray/pkg/constants"
 )
 
-// The kind upgrade benchmark (make bench-kind-upgrade): the same image change of a 1-head, 4-worker cluster on
-// real kubelets, under kray's RollingUpdate with workerDrain, kray's Recreate, and KubeRay's Recreate, one after
+// The kind upgrade benchmark (make bench-kind-upgrade): a busy 1-head, 4-worker cluster on real kubelets has its
+// workers' image changed from one big image of the kind cluster's registry to another (KRAY_BENCH_OLD_IMAGE,
+// KRAY_BENCH_NEW_IMAGE, pulled at the rate hack/bench/kind.sh sets), under KubeRay's Recreate, kray's Recreate,
+// kray's RollingUpdate with workerDrain, and the same with kray.io/image-prepull and maxUnavailable 2, one after
 // the other on one kind cluster. It measures, not asserts: the report is docs/bench/kind-upgrade.md.
 
 // benchWorkers is the benchmark cluster's worker count.
@@ -39,6 +43,10 @@ type upgradeRun struct {
 	notReady         time.Duration // worker-seconds below benchWorkers Ready workers during the upgrade
 	drains           int           // drain requests sent (DrainingWorker events)
 	restarts         int32         // container restarts of the pods that were kept
+	tasks            taskOutcome
+	// pulledShort and pulled are the bytes the registry sent while fewer than benchWorkers workers were Ready,
+	// and in all, during the upgrade.
+	pulledShort, pulled int64
 }
 
 // TestUpgradeBenchOnKind runs the benchmark when KRAY_BENCH_KIND_UPGRADE=1 (hack/bench/kind.sh upgrade).
@@ -46,41 +54,57 @@ func TestUpgradeBenchOnKind(t *testing.T) {
 	if os.Getenv("KRAY_BENCH_KIND_UPGRADE") != "1" {
 		t.Skip("the kind upgrade benchmark: make bench-kind-upgrade")
 	}
-	runs := []upgradeRun{
+	var runs []upgradeRun
+	runs = append(runs,
+		benchUpgrade(t, "kray, Recreate", func(rc *rayv1.RayCluster) { withUpgrade(rc, rayv1.RayClusterRecreate, 0) }),
 		benchUpgrade(t, "kray, RollingUpdate with workerDrain", func(rc *rayv1.RayCluster) {
 			withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
 		}),
-		benchUpgrade(t, "kray, Recreate", func(rc *rayv1.RayCluster) { withUpgrade(rc, rayv1.RayClusterRecreate, 0) }),
-	}
+		benchUpgrade(t, "kray, RollingUpdate with workerDrain, image-prepull, maxUnavailable 2", func(rc *rayv1.RayCluster) {
+			withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
+			rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "true"}
+			rc.Spec.WorkerGroupSpecs[0].RollingUpdate = &rayv1.WorkerGroupRollingUpdate{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+		}),
+	)
 	stopKray := scaleKray(t, 0)
 	removeKubeRay := deployKubeRay(t)
-	runs = append(runs, benchUpgrade(t, "KubeRay "+os.Getenv("KRAY_BENCH_KUBERAY_VERSION")+", Recreate", func(rc *rayv1.RayCluster) {
+	runs = append([]upgradeRun{benchUpgrade(t, "KubeRay "+os.Getenv("KRAY_BENCH_KUBERAY_VERSION")+", Recreate", func(rc *rayv1.RayCluster) {
 		withUpgrade(rc, rayv1.RayClusterRecreate, 0)
-	}))
+	})}, runs...)
 	removeKubeRay()
 	stopKray()
 	writeUpgradeReport(t, runs)
 }
 
-// benchUpgrade creates a 1-head, 4-worker cluster shaped by strategy in a namespace of its own, changes its
-// image once it is ready, and measures the upgrade; the namespace is gone when it returns.
+// benchUpgrade creates a 1-head, 4-worker cluster of the old image shaped by strategy in a namespace of its own,
+// keeps it busy once it is ready, changes its workers' image and measures the upgrade; the namespace is gone
+// when it returns. No node has the new image when the upgrade starts.
 func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) upgradeRun {
 	t.Helper()
 	g := NewWithT(t)
+	oldImage, newImage := os.Getenv("KRAY_BENCH_OLD_IMAGE"), os.Getenv("KRAY_BENCH_NEW_IMAGE")
+	forgetImage(t, newImage)
 	ns, drop := benchNamespace(t, "bench-upgrade-")
 	defer drop()
 	rc := kindRayCluster(ns, "bench", benchWorkers)
+	rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = oldImage
+	rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = oldImage
+	// The load runs on the workers, one task per CPU (kray and KubeRay derive one from the 500m limit).
+	rc.Spec.HeadGroupSpec.RayStartParams["num-cpus"] = "0"
 	strategy(rc)
 	create(t, rc)
-	waitKindReady(t, rc, benchWorkers)
+	waitReadyWithin(t, rc, benchWorkers, 2*kindTimeout, time.Second)
+	load := startTaskLoad(t, rc)
+	g.Eventually(load.running, 2*time.Minute, time.Second).Should(BeNumerically(">=", 3), "the load keeps three workers busy")
 	created0, deleted0 := ledger.counts(t, rc)
 	kept := uids(clusterPods(g, rc))
 	ready := watchReadyWorkers(t, rc)
+	pulled := watchRegistryBytes(t, os.Getenv("KRAY_BENCH_REGISTRY_CONTAINER"), func() bool { return ready.now() < benchWorkers })
 
+	load.mark()
 	start := time.Now()
 	update(t, rc, func(c *rayv1.RayCluster) {
-		c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = kindUpgradeImage
-		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = kindUpgradeImage
+		c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage
 	})
 	var run upgradeRun
 	g.Eventually(func(g Gomega) {
@@ -89,11 +113,15 @@ func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) u
 		for _, p := range pods {
 			g.Expect(p.DeletionTimestamp).To(BeNil())
 			g.Expect(podReady(&p)).To(BeTrue())
-			g.Expect(runsImage(&p, kindUpgradeImage)).To(BeTrue())
+			if p.Labels[constants.LabelNodeType] == constants.NodeTypeWorker {
+				g.Expect(runsImage(&p, newImage)).To(BeTrue())
+			}
 		}
 	}, 3*kindTimeout, 200*time.Millisecond).Should(Succeed())
 	run.took = time.Since(start)
-	run.notReady = ready(start)
+	run.notReady = ready.shortfall(start)
+	run.tasks = load.stop(context.Background())
+	run.pulledShort, run.pulled = pulled.stop()
 	created1, deleted1 := ledger.counts(t, rc)
 	run.name, run.created, run.deleted = name, created1-created0, deleted1-deleted0
 	run.drains = int(eventCount(g, rc, raycluster.EventDrainingWorker))
@@ -104,8 +132,9 @@ func benchUpgrade(t *testing.T, name string, strategy func(*rayv1.RayCluster)) u
 			}
 		}
 	}
-	t.Logf("%s: %s, %d pods created, %d deleted, %.0f worker-seconds not Ready, %d drains, %d restarts",
-		name, run.took.Round(time.Second), run.created, run.deleted, run.notReady.Seconds(), run.drains, run.restarts)
+	t.Logf("%s: %s, %d pods created, %d deleted, %.0f worker-seconds not Ready, %d drains, %d restarts, tasks %+v, "+
+		"%d of %d bytes pulled while short", name, run.took.Round(time.Second), run.created, run.deleted,
+		run.notReady.Seconds(), run.drains, run.restarts, run.tasks, run.pulledShort, run.pulled)
 	return run
 }
 
@@ -124,9 +153,21 @@ func benchNamespace(t *testing.T, prefix string) (string, func()) {
 	}
 }
 
-// watchReadyWorkers follows rc's worker pods from a watch started now and returns a function that gives, from
-// since until the call, the worker-seconds by which the Ready workers fell short of benchWorkers.
-func watchReadyWorkers(t *testing.T, rc *rayv1.RayCluster) func(since time.Time) time.Duration {
+// readyWatch follows a cluster's Ready worker pods.
+type readyWatch struct {
+	mu      sync.Mutex
+	ready   map[types.UID]bool
+	changes []readyChange
+}
+
+// readyChange is a Ready worker count and when it began.
+type readyChange struct {
+	at    time.Time
+	ready int
+}
+
+// watchReadyWorkers follows rc's worker pods from a watch started now.
+func watchReadyWorkers(t *testing.T, rc *rayv1.RayCluster) *readyWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -134,57 +175,63 @@ func watchReadyWorkers(t *testing.T, rc *rayv1.RayCluster) func(since time.Time)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	readyNow := map[types.UID]bool{}
+	r := &readyWatch{ready: map[types.UID]bool{}}
 	for _, p := range workerPods(NewWithT(t), rc, "workergroup") {
-		readyNow[p.UID] = podReady(&p)
+		r.ready[p.UID] = podReady(&p)
 	}
-	type change struct {
-		at    time.Time
-		ready int
-	}
-	count := func() int {
-		n := 0
-		for _, r := range readyNow {
-			if r {
-				n++
-			}
-		}
-		return n
-	}
-	changes := []change{{time.Now(), count()}}
+	r.changes = []readyChange{{time.Now(), r.countLocked()}}
 	go func() {
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
 				continue
 			}
-			mu.Lock()
-			readyNow[p.UID] = ev.Type != "DELETED" && p.DeletionTimestamp == nil && podReady(p)
-			changes = append(changes, change{time.Now(), count()})
-			mu.Unlock()
+			r.mu.Lock()
+			r.ready[p.UID] = ev.Type != "DELETED" && p.DeletionTimestamp == nil && podReady(p)
+			r.changes = append(r.changes, readyChange{time.Now(), r.countLocked()})
+			r.mu.Unlock()
 		}
 	}()
-	return func(since time.Time) time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		end := time.Now()
-		var short time.Duration
-		for i, c := range changes {
-			from, to := c.at, end
-			if i+1 < len(changes) {
-				to = changes[i+1].at
-			}
-			if to.Before(since) {
-				continue
-			}
-			if from.Before(since) {
-				from = since
-			}
-			short += time.Duration(max(0, benchWorkers-c.ready)) * to.Sub(from)
+	return r
+}
+
+func (r *readyWatch) countLocked() int {
+	n := 0
+	for _, ready := range r.ready {
+		if ready {
+			n++
 		}
-		return short
 	}
+	return n
+}
+
+// now is the Ready worker count now.
+func (r *readyWatch) now() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.countLocked()
+}
+
+// shortfall is, from since until now, the worker-seconds by which the Ready workers fell short of benchWorkers.
+func (r *readyWatch) shortfall(since time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := time.Now()
+	var short time.Duration
+	for i, c := range r.changes {
+		from, to := c.at, end
+		if i+1 < len(r.changes) {
+			to = r.changes[i+1].at
+		}
+		if to.Before(since) {
+			continue
+		}
+		if from.Before(since) {
+			from = since
+		}
+		short += time.Duration(max(0, benchWorkers-c.ready)) * to.Sub(from)
+	}
+	return short
 }
 
 // scaleKray sets the replicas of kray's Deployment and waits until that many operator pods run; the returned
@@ -268,21 +315,42 @@ func deployKubeRay(t *testing.T) func() {
 func writeUpgradeReport(t *testing.T, runs []upgradeRun) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, `# An image change on real kubelets: kray's in-place upgrade against KubeRay's Recreate
+	fmt.Fprintf(&b, `# A busy cluster's image change on real kubelets: what an upgrade costs under KubeRay and kray
 
-Written by `+"`make bench-kind-upgrade`"+` (hack/bench/kind.sh, test/e2e/kindbench_test.go) on %s. One kind
-node (a real kubelet and containerd, 2 cores), Kruise %s, the kind suite's fake Ray image. The same RayCluster
-each time: one head and %d workers of rayproject/ray:2.46.0, ready, then the head's and the workers' image
-changed to %s; measured from that change until every pod runs the new image and is Ready. Worker-seconds not
-Ready add up, over the upgrade, how many of the %d workers were not Ready (or absent) and for how long. Drains
-are the DrainNode requests sent (kray's DrainingWorker events); restarts are the container restarts of the
-pods the upgrade kept. KubeRay's operator is built from its module, at the version named, and runs while kray's
-is scaled to 0; both use the same CRDs.
+Written by `+"`make bench-kind-upgrade`"+` (hack/bench/kind.sh, test/e2e/kindbench_test.go) on %s. Two kind nodes
+(real kubelets and containerd) on one 2-core machine, Kruise %s, the kind suite's fake Ray. The same RayCluster
+each time: one head (no CPUs for tasks) and %d workers of one CPU each, of the image %s, ready, with a driver
+submitting one task of %d s every %s through the head's dashboard (three workers busy on average). Then the
+workers' image is changed to %s, and the run is measured from that change until every pod is Ready and every
+worker runs the new image. Each image carries %s of incompressible layer of its own; the nodes pull from the
+kind cluster's registry (Debian's docker-registry) at %s each (tc, one HTB class per node), with the
+API server's default pull policy (IfNotPresent); no node has the new image when a run starts.
 
-`, time.Now().UTC().Format("2006-01-02"), os.Getenv("KRAY_BENCH_KRUISE_VERSION"), benchWorkers, kindUpgradeImage, benchWorkers)
-	fmt.Fprintf(&b, "| upgrade | until every pod runs the new image, Ready | pods created | pods deleted | worker-seconds not Ready | drains sent | restarts of kept pods |\n|---|---|---|---|---|---|---|\n")
+- Tasks killed and task-seconds lost: attempts that died with their node, and how long each had run; for a
+  head that went (Recreate replaces it), the tasks it was running, killed with the driver, and how long they
+  had run by its last answer (read every second). Tasks queued on a replaced head are lost too: they are
+  counted below the table.
+- Tasks completed: during the upgrade, on any head.
+- Worker-seconds not Ready: over the upgrade, how many of the %d workers were not Ready (or absent) and for how long.
+- Pulled while short: the bytes the registry sent while fewer than %d workers were Ready, of all it sent
+  during the upgrade.
+
+KubeRay's operator is built from its module, at the version named, and runs while kray's is scaled to 0; both
+use the same CRDs.
+
+`, time.Now().UTC().Format("2006-01-02"), os.Getenv("KRAY_BENCH_KRUISE_VERSION"), benchWorkers, os.Getenv("KRAY_BENCH_OLD_IMAGE"),
+		benchTaskSeconds, benchTaskEvery, os.Getenv("KRAY_BENCH_NEW_IMAGE"), os.Getenv("KRAY_BENCH_PAD"),
+		os.Getenv("KRAY_BENCH_PULL_RATE"), benchWorkers, benchWorkers)
+	fmt.Fprintf(&b, "| upgrade | until every pod runs the new image, Ready | tasks killed | task-seconds lost | tasks completed | worker-seconds not Ready | pulled while short / in all | pods created / deleted |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
-		fmt.Fprintf(&b, "| %s | %.0f s | %d | %d | %.0f | %d | %d |\n", r.name, r.took.Seconds(), r.created, r.deleted, r.notReady.Seconds(), r.drains, r.restarts)
+		fmt.Fprintf(&b, "| %s | %.0f s | %d | %.0f | %d | %.0f | %.2f / %.2f GB | %d / %d |\n", r.name, r.took.Seconds(),
+			r.tasks.killed, r.tasks.lostSeconds, r.tasks.completed, r.notReady.Seconds(),
+			float64(r.pulledShort)/1e9, float64(r.pulled)/1e9, r.created, r.deleted)
+	}
+	b.WriteString("\n")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "- %s: %d drain requests, %d container restarts of kept pods, %d queued tasks lost with a head, %d submissions found no head.\n",
+			r.name, r.drains, r.restarts, r.tasks.dropped, r.tasks.refused)
 	}
 	path := os.Getenv("KRAY_BENCH_REPORT")
 	if path == "" {
