@@ -20,6 +20,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -188,7 +189,8 @@ func limitRegistry(t *testing.T, rate string) {
 
 // A RayCluster of an image from a registry, written as users write it (no imagePullPolicy): the API server
 // defaults the policy to IfNotPresent, the kubelets pull the image from the registry, and the cluster becomes
-// ready; with kray.io/image-prepull, kruise-daemon pulls it on every node as well, through the same containerd.
+// ready; with kray.io/image-prepull then set, kruise-daemon pulls it on every node as well, through the same
+// containerd.
 // Then the workers' image changes, under RollingUpdate with workerDrain, to one the registry sends at 1 MB/s:
 // kray's ImagePullJob pulls it onto the nodes, and the worker is drained and restarted in place only once it is
 // on its node, so the kubelet finds it there.
@@ -199,7 +201,6 @@ func TestKindImagePulledFromTheRegistry(t *testing.T) {
 	ns := kindNamespace(t)
 	image := pushImageOfItsOwn(t, "2.46.0", "pull-"+ns, 8<<20)
 	rc := kindRayCluster(ns, "pull", 1)
-	rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "true"}
 	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 120)
 	rc.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = image
 	rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = image
@@ -225,6 +226,7 @@ func TestKindImagePulledFromTheRegistry(t *testing.T) {
 	}
 	g.Expect(pulled).To(BeNumerically(">=", 1), "the kubelet pulled %s from the registry", image)
 
+	update(t, rc, func(c *rayv1.RayCluster) { metav1.SetMetaDataAnnotation(&c.ObjectMeta, constants.AnnotationImagePrepull, "true") })
 	var nodes corev1.NodeList
 	g.Expect(k8s.List(context.Background(), &nodes)).To(Succeed())
 	owned := client.MatchingLabels{constants.LabelCluster: rc.Name}
