@@ -56,14 +56,14 @@ trap cleanup EXIT
 start="$(date +%s)"
 "${ROOT}/hack/kind.sh" up
 log "cluster up in $(($(date +%s) - start)) s"
-# KUBECONFIG, and the registry's addresses (KRAY_KIND_REGISTRY, KRAY_KIND_REGISTRY_PUSH).
+# KUBECONFIG, the registry's addresses and the Redis image the suite reads.
 eval "$("${ROOT}/hack/kind.sh" env)"
 cd "${ROOT}"
 start="$(date +%s)"
 # shellcheck source=lib/slowest.sh
 source "${ROOT}/hack/lib/slowest.sh"
 out="${ROOT}/.local/kind/e2e-tests.log"
-KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external KRAY_KIND_REDIS_IMAGE="kray.local/redis:${KIND_DEBIAN_SUITE}" \
+KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external \
   go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -parallel "${KRAY_KIND_PARALLEL:-3}" \
   -run "${E2E_RUN:-^TestKind}" | tee "${out}" ||
   { print_slowest "${out}" >&2; exit 1; }

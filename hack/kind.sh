@@ -12,7 +12,8 @@
 #   images  builds the images only (each is skipped when its tag, a hash of its inputs, is present)
 #   dockerfile  builds ./Dockerfile unchanged (kray-operator:dockerfile) on local images of its two bases
 #   docker  makes sure a Docker engine answers, and prints the DOCKER_HOST to use with it
-#   env     prints the export lines for DOCKER_HOST and KUBECONFIG
+#   env     prints the export lines for DOCKER_HOST, KUBECONFIG and what the kind suite reads: the registry's
+#           addresses (KRAY_KIND_REGISTRY, KRAY_KIND_REGISTRY_PUSH) and KRAY_KIND_REDIS_IMAGE
 #
 # The Docker engine: an engine that already answers (DOCKER_HOST or the default socket) is used as it is.
 # Otherwise Debian's docker.io is installed when dockerd is missing, and a dockerd of kray's own is started with
@@ -732,8 +733,8 @@ case "${1:-}" in
   docker) ensure_docker; printf '%s\n' "${DOCKER_HOST:-}" ;;
   env)
     ensure_docker
-    printf 'export DOCKER_HOST=%s\nexport KUBECONFIG=%s\nexport KRAY_KIND_REGISTRY=%s\nexport KRAY_KIND_REGISTRY_PUSH=%s\n' \
-      "${DOCKER_HOST:-}" "${KUBECONFIG_FILE}" "${REGISTRY}" "${REGISTRY_PUSH}"
+    printf 'export DOCKER_HOST=%s\nexport KUBECONFIG=%s\nexport KRAY_KIND_REGISTRY=%s\nexport KRAY_KIND_REGISTRY_PUSH=%s\nexport KRAY_KIND_REDIS_IMAGE=%s\n' \
+      "${DOCKER_HOST:-}" "${KUBECONFIG_FILE}" "${REGISTRY}" "${REGISTRY_PUSH}" "${REDIS_IMAGE}"
     ;;
   *) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac
