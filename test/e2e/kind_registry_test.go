@@ -226,7 +226,9 @@ func TestKindImagePulledFromTheRegistry(t *testing.T) {
 	}
 	g.Expect(pulled).To(BeNumerically(">=", 1), "the kubelet pulled %s from the registry", image)
 
-	update(t, rc, func(c *rayv1.RayCluster) { metav1.SetMetaDataAnnotation(&c.ObjectMeta, constants.AnnotationImagePrepull, "true") })
+	update(t, rc, func(c *rayv1.RayCluster) {
+		metav1.SetMetaDataAnnotation(&c.ObjectMeta, constants.AnnotationImagePrepull, "true")
+	})
 	var nodes corev1.NodeList
 	g.Expect(k8s.List(context.Background(), &nodes)).To(Succeed())
 	owned := client.MatchingLabels{constants.LabelCluster: rc.Name}

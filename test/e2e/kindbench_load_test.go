@@ -275,23 +275,19 @@ func (r *registryBytes) stop() (short, all int64) {
 	return r.short, r.total - r.first
 }
 
-// registrySent is how many bytes the registry container has sent through its tc classes.
+// registrySent is how many bytes the registry container has sent through its tc classes: the sum of the
+// "Sent N bytes" lines of `tc -s class show`.
 func registrySent(container string) (int64, error) {
-	out, err := exec.Command("docker", "exec", container, "tc", "-s", "-j", "class", "show", "dev", "eth0").Output()
+	out, err := exec.Command("docker", "exec", container, "tc", "-s", "class", "show", "dev", "eth0").Output()
 	if err != nil {
 		return 0, fmt.Errorf("tc class show in %s: %w", container, err)
 	}
-	var classes []struct {
-		Stats struct {
-			Bytes int64 `json:"bytes"`
-		} `json:"stats"`
-	}
-	if err := json.Unmarshal(out, &classes); err != nil {
-		return 0, fmt.Errorf("tc class show in %s: %w: %s", container, err, strings.TrimSpace(string(out)))
-	}
 	var n int64
-	for _, c := range classes {
-		n += c.Stats.Bytes
+	for _, line := range strings.Split(string(out), "\n") {
+		var sent int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "Sent %d bytes", &sent); err == nil {
+			n += sent
+		}
 	}
 	return n, nil
 }
