@@ -300,8 +300,9 @@ func forgetImage(t *testing.T, image string) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes.Items {
-		// kind names each node's container after the node; a missing image is not an error here.
-		out, err := exec.Command("docker", "exec", n.Name, "ctr", "-n", "k8s.io", "images", "rm", image).CombinedOutput()
+		// kind names each node's container after the node; a missing image is not an error here. --sync
+		// removes its unpacked layers too, which would otherwise spare the next pull their bytes.
+		out, err := exec.Command("docker", "exec", n.Name, "ctr", "-n", "k8s.io", "images", "rm", "--sync", image).CombinedOutput()
 		if err != nil && !strings.Contains(string(out), "not found") {
 			t.Fatalf("remove %s from node %s: %v: %s", image, n.Name, err, out)
 		}
