@@ -292,6 +292,12 @@ func registrySent(container string) (int64, error) {
 	return n, nil
 }
 
+// forgetRefs removes from a node's containerd every reference to the manifest the image reference $1 names:
+// the CRI keeps an image under its tag, its digest and its ID, and its layers stay while any one of them does.
+// --sync removes the unpacked layers at once, which would otherwise spare the next pull their bytes.
+const forgetRefs = `d=$(ctr -n k8s.io images ls | awk -v r="$1" '$1 == r { print $3 }'); ` +
+	`[ -z "$d" ] || ctr -n k8s.io images rm --sync $(ctr -n k8s.io images ls | awk -v d="$d" '$3 == d { print $1 }')`
+
 // forgetImage removes image from every kind node's containerd, so the next pod or pull of it fetches it again.
 func forgetImage(t *testing.T, image string) {
 	t.Helper()
@@ -300,10 +306,8 @@ func forgetImage(t *testing.T, image string) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes.Items {
-		// kind names each node's container after the node; a missing image is not an error here. --sync
-		// removes its unpacked layers too, which would otherwise spare the next pull their bytes.
-		out, err := exec.Command("docker", "exec", n.Name, "ctr", "-n", "k8s.io", "images", "rm", "--sync", image).CombinedOutput()
-		if err != nil && !strings.Contains(string(out), "not found") {
+		// kind names each node's container after the node.
+		if out, err := exec.Command("docker", "exec", n.Name, "sh", "-c", forgetRefs, "_", image).CombinedOutput(); err != nil {
 			t.Fatalf("remove %s from node %s: %v: %s", image, n.Name, err, out)
 		}
 	}
