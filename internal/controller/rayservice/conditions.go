@@ -54,13 +54,17 @@ func setConditions(o Observed, d *Decision, endpoints int32) {
 // upgradeMessage says what the pending cluster still waits for before it takes the traffic.
 func upgradeMessage(o Observed, st *rayv1.RayServiceStatuses) string {
 	name := st.PendingServiceStatus.RayClusterName
-	switch {
-	case o.Clusters[name] == nil:
+	if o.Clusters[name] == nil {
 		return fmt.Sprintf("Creating RayCluster %s", name)
-	case !podServes(headPod(o.Pods, name)):
+	}
+	if !podServes(headPod(o.Pods, name)) {
 		return fmt.Sprintf("Waiting for the head of RayCluster %s to be ready", name)
-	case serveEndpoints(o.Pods, name) == 0:
+	}
+	switch have, need := serveEndpoints(o.Pods, name), switchEndpoints(o, st, o.Clusters[name]); {
+	case have == 0:
 		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on it", name)
+	case have < need:
+		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for %d ready serve endpoints on it (%d now)", name, need, have)
 	}
 	return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run", name)
 }

@@ -332,6 +332,63 @@ func TestUpgradeSwitchesOnlyToAServingCluster(t *testing.T) {
 	}
 }
 
+// The switch never leaves the serve Service fewer ready endpoints than it had: a pending cluster with all its
+// applications running waits for as many ready serve endpoints as the active one has, or for all of its own
+// when it has fewer pods to serve from.
+func TestSwitchWaitsForAsManyServeEndpointsAsServeNow(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		pendingWorkers int32
+		readyToSwitch  int // ready workers of the pending cluster at which it takes the Services
+	}{
+		{"as many workers as before", 3, 3},
+		{"fewer workers than before", 1, 1},
+		{"more workers than before", 5, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, old := serving(t, func(s *rayv1.RayService) { s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
+			w.pods = append(w.pods, worker(old, 1, true), worker(old, 2, true))
+			w.svc = w.svc.DeepCopy()
+			w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+			w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To(tc.pendingWorkers)
+			w.step(t)
+			pending := w.svc.Status.PendingServiceStatus.RayClusterName
+			w.step(t)
+			w.addCluster(pending)
+			w.running(pending)
+			for i := 1; i < int(tc.pendingWorkers); i++ {
+				w.pods = append(w.pods, worker(pending, i, false))
+			}
+			for ready := 1; ; ready++ {
+				d := w.step(t)
+				switched := has(d, SyncService) != nil
+				if switched != (ready >= tc.readyToSwitch) {
+					t.Fatalf("with %d of %d pending workers ready: switched %v, want %v (%s)", ready, tc.pendingWorkers, switched, !switched,
+						condition(d.Status, rayv1.UpgradeInProgress).Message)
+				}
+				if switched {
+					break
+				}
+				want := fmt.Sprintf("for %d ready serve endpoints on it (%d now)", tc.readyToSwitch, ready)
+				if c := condition(d.Status, rayv1.UpgradeInProgress); !strings.Contains(c.Message, want) {
+					t.Errorf("UpgradeInProgress message %q, want it to say %q", c.Message, want)
+				}
+				w.pods[len(w.pods)-int(tc.pendingWorkers)+ready].Status.Conditions[0].Status = corev1.ConditionTrue
+			}
+		})
+	}
+}
+
+// worker is the i-th worker pod of cluster, a serve endpoint when ready.
+func worker(cluster string, i int, ready bool) corev1.Pod {
+	p := pod(cluster, constants.NodeTypeWorker, "true")
+	p.Name = fmt.Sprintf("%s-%d", p.Name, i)
+	if !ready {
+		p.Status.Conditions[0].Status = corev1.ConditionFalse
+	}
+	return p
+}
+
 // A change during an upgrade replaces the pending cluster with a new one; the replaced one goes like any
 // cluster that no longer serves.
 func TestChangeDuringUpgradeReplacesThePendingCluster(t *testing.T) {

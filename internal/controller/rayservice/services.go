@@ -8,18 +8,20 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/spec"
 )
 
 // reconcileServices points the RayService's Services at the cluster that serves. The first cluster gets
-// them once its applications run; a pending cluster only once its applications run and at least one of its
-// pods is a ready serve endpoint, so that the serve Service never goes from ready endpoints to none. Once
-// both Services select the pending cluster, it becomes the active one.
+// them once its applications run; a pending cluster only once its applications run and it has the ready
+// serve endpoints switchEndpoints asks, so that the switch never leaves the serve Service fewer endpoints
+// than it had (nor than the pending cluster has pods to serve from). Once both Services select the pending
+// cluster, it becomes the active one.
 func reconcileServices(o Observed, d *Decision, pendingReady bool) {
 	svc, st := o.Service, &d.Status
 	pending := o.Clusters[st.PendingServiceStatus.RayClusterName]
 	active := o.Clusters[st.ActiveServiceStatus.RayClusterName]
 	target := active
-	if pending != nil && pendingReady && (active == nil || serveEndpoints(o.Pods, pending.Name) > 0) {
+	if pending != nil && pendingReady && (active == nil || serveEndpoints(o.Pods, pending.Name) >= switchEndpoints(o, st, pending)) {
 		target = pending
 	}
 	if target == nil {
@@ -40,6 +42,21 @@ func reconcileServices(o Observed, d *Decision, pendingReady bool) {
 		st.ActiveServiceStatus = st.PendingServiceStatus
 		st.PendingServiceStatus = rayv1.RayServiceStatus{}
 	}
+}
+
+// switchEndpoints is how many ready serve endpoints the pending cluster needs to take the Services from the
+// active one: as many as the serve Service has now, but no more than the pending cluster serves from once
+// all its pods are ready (its head when labelled to serve, and every worker), and at least one.
+func switchEndpoints(o Observed, st *rayv1.RayServiceStatuses, pending *rayv1.RayCluster) int32 {
+	var full int64
+	if h := headPod(o.Pods, pending.Name); h != nil && h.Labels[constants.LabelServe] == "true" {
+		full++
+	}
+	for i := range pending.Spec.WorkerGroupSpecs {
+		full += int64(spec.GroupReplicas(pending, &pending.Spec.WorkerGroupSpecs[i]))
+	}
+	now := int64(serveEndpoints(o.Pods, servingCluster(o, st)))
+	return int32(max(1, min(now, full)))
 }
 
 // selects reports whether the live Service s sends traffic to the cluster named cluster.
