@@ -13,12 +13,13 @@ is_running() {
   [[ -f "${file}" ]] || return 1
   pid="$(<"${file}")"
   [[ "${pid}" =~ ^[0-9]+$ && -r "/proc/${pid}/cmdline" ]] || return 1
-  # Between the PID file and the exec, the process is still the launching shell (or the LAUNCHER), with
-  # the binary among its arguments; that counts as running too.
+  # Between the PID file and the exec, the process is still the launching shell or the LAUNCHER (a script, so
+  # its interpreter, and whatever it execs on the way: Kueue's runs unshare and sh), with the binary among
+  # its arguments; that counts as running too.
   argv="$(tr '\0' '\n' <"/proc/${pid}/cmdline" 2>/dev/null)" || return 1
   argv0="$(basename -- "${argv%%$'\n'*}")"
   if [[ "${argv0}" != "$(basename -- "${BINARY[$1]}")" ]]; then
-    [[ "${argv0}" =~ ^(bash|env|$(basename -- "${LAUNCHER[$1]:-bash}"))$ ]] && grep -qxF -- "${BINARY[$1]}" <<<"${argv}" || return 1
+    [[ "${argv0}" =~ ^(bash|env|sh|unshare|$(basename -- "${LAUNCHER[$1]:-bash}"))$ ]] && grep -qxF -- "${BINARY[$1]}" <<<"${argv}" || return 1
   fi
   state="$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" || return 1
   [[ "${state}" != "Z" ]]
