@@ -198,6 +198,10 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (op
 	if len(o.operatorPodLabels) > 0 && o.operatorNamespace == "" {
 		return o, zopts, errors.New("--operator-pod-labels needs --operator-namespace")
 	}
+	if o.operatorNamespace != "" && len(o.operatorPodLabels) == 0 {
+		o.warnings = append(o.warnings, fmt.Sprintf("--operator-namespace=%s without --operator-pod-labels: the head NetworkPolicy of each RayCluster's spec.networkPolicy lets every pod of namespace %s in on the ports the operator calls; give --operator-pod-labels to let in the operator's pods alone",
+			o.operatorNamespace, o.operatorNamespace))
+	}
 	return o, zopts, nil
 }
 

@@ -98,6 +98,41 @@ func TestRayJobWorkersAreTheirOwn(t *testing.T) {
 	}
 }
 
+// Who the operator's pods are, for the operator rule of the head NetworkPolicy: labels need a namespace; a
+// namespace without labels is taken (the rule lets in every pod of it) with a warning that says so.
+func TestOperatorPeerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		err     string
+		warning string
+		peer    bool
+	}{
+		{args: nil},
+		{args: []string{"--operator-namespace=ops", "--operator-pod-labels=app=kray"}, peer: true},
+		{args: []string{"--operator-namespace=ops"}, warning: "lets every pod of namespace ops in", peer: true},
+		{args: []string{"--operator-pod-labels=app=kray"}, err: "--operator-pod-labels needs --operator-namespace"},
+	} {
+		o, err := parse(t, nil, tc.args...)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		case err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		warned := slices.ContainsFunc(o.warnings, func(w string) bool { return tc.warning != "" && strings.Contains(w, tc.warning) })
+		if warned != (tc.warning != "") || (tc.warning == "" && len(o.warnings) != 0) {
+			t.Errorf("%q: warnings %q, want one saying %q", tc.args, o.warnings, tc.warning)
+		}
+		if (o.operatorPeer() != nil) != tc.peer {
+			t.Errorf("%q: operator peer %v, want one: %t", tc.args, o.operatorPeer(), tc.peer)
+		}
+	}
+}
+
 func TestIngressAnnotationPrefixes(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
