@@ -98,7 +98,10 @@ func TestImagePrepull(t *testing.T) {
 		g.Expect(pullJobs(g, ns, owned)).To(BeEmpty())
 	}, readyTimeout, poll).Should(Succeed())
 	g.Expect(uids(clusterPods(g, rc))).To(Equal(before), "turning pre-pull on and off and a new image restarted no pod (upgradeStrategy None)")
-	g.Expect(eventMessages(g, rc, raycluster.EventDeletedImagePullJob)).To(HaveLen(3), "the old worker image's job, then both left")
+	// Events are sent after the status write, so the last one may reach the API server after the jobs are gone.
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventMessages(g, rc, raycluster.EventDeletedImagePullJob)).To(HaveLen(3), "the old worker image's job, then both left")
+	}, readyTimeout, poll).Should(Succeed())
 }
 
 // A rolling in-place upgrade pulls the new image before pods are updated: with kray's RollingUpdate (one pod
