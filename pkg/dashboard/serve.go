@@ -26,6 +26,34 @@ type ServeDetails struct {
 	Applications map[string]ServeApplication `json:"applications"`
 	// TargetCapacity is the target_capacity of the config Serve runs, nil when it has none (100%).
 	TargetCapacity *float64 `json:"target_capacity,omitempty"`
+	// Proxies are Serve's proxies by node ID: where traffic enters Serve. With Serve's default proxy location
+	// (EveryNode) that is the head and every node that runs a replica and is not draining.
+	Proxies map[string]ServeProxy `json:"proxies,omitempty"`
+}
+
+// ServeProxy is one Serve proxy: the Ray node it runs on and its status.
+type ServeProxy struct {
+	NodeID string `json:"node_id"`
+	NodeIP string `json:"node_ip"`
+	// NodeInstanceID is the node's instance ID: the pod name, which RAY_CLOUD_INSTANCE_ID gives each pod.
+	NodeInstanceID string `json:"node_instance_id"`
+	// Status is one of ProxyStarting, ProxyHealthy, ProxyUnhealthy, ProxyDraining and ProxyDrained.
+	Status string `json:"status"`
+}
+
+// The statuses of a Serve proxy (Ray's ProxyStatus).
+const (
+	ProxyStarting  = "STARTING"
+	ProxyHealthy   = "HEALTHY"
+	ProxyUnhealthy = "UNHEALTHY"
+	ProxyDraining  = "DRAINING"
+	ProxyDrained   = "DRAINED"
+)
+
+// Leaving reports whether the proxy is on its way out (draining or drained): Serve takes no new traffic in
+// through it.
+func (p ServeProxy) Leaving() bool {
+	return p.Status == ProxyDraining || p.Status == ProxyDrained
 }
 
 // ServeApplication is one Serve application's status and its deployments'.

@@ -20,7 +20,8 @@ func serveAPI(t *testing.T, answers map[string]answer) (ServeAPI, *[]*http.Reque
 
 func TestServeApplications(t *testing.T) {
 	api, reqs, _ := serveAPI(t, map[string]answer{
-		"GET /api/serve/applications/": {200, `{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"proxies":{},"target_capacity":null,
+		"GET /api/serve/applications/": {200, `{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"target_capacity":null,
+			"proxies":{"n":{"node_id":"n","node_ip":"10.244.0.5","node_instance_id":"svc-head-0","actor_id":"a","actor_name":"SERVE_PROXY_ACTOR-n","worker_id":"w","log_file_path":"/tmp/ray/proxy.log","status":"HEALTHY"}},
 			"applications":{"fruit_app":{"name":"fruit_app","route_prefix":"/fruit","status":"DEPLOYING","message":"",
 			"deployments":{"MangoStand":{"name":"MangoStand","status":"UPDATING","message":"waiting","replicas":[]}}}}}`},
 	})
@@ -30,7 +31,7 @@ func TestServeApplications(t *testing.T) {
 	}
 	want := &ServeDetails{Applications: map[string]ServeApplication{
 		"fruit_app": {Status: "DEPLOYING", Deployments: map[string]ServeDeployment{"MangoStand": {Status: "UPDATING", Message: "waiting"}}},
-	}}
+	}, Proxies: map[string]ServeProxy{"n": {NodeID: "n", NodeIP: "10.244.0.5", NodeInstanceID: "svc-head-0", Status: ProxyHealthy}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("details (-want +got):\n%s", diff)
 	}
@@ -114,7 +115,8 @@ func TestProbeServeProxy(t *testing.T) {
 // replicas, each listed as Ray's ReplicaDetails lists it.
 func largeServeAnswer(replicas int) string {
 	var b strings.Builder
-	b.WriteString(`{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"proxies":{},"target_capacity":null,` +
+	b.WriteString(`{"deploy_mode":"MULTI_APP","controller_info":{"node_id":"n"},"target_capacity":null,
+			"proxies":{"n":{"node_id":"n","node_ip":"10.244.0.5","node_instance_id":"svc-head-0","actor_id":"a","actor_name":"SERVE_PROXY_ACTOR-n","worker_id":"w","log_file_path":"/tmp/ray/proxy.log","status":"HEALTHY"}},` +
 		`"applications":{"llm":{"name":"llm","route_prefix":"/","status":"RUNNING","message":"",` +
 		`"deployments":{"Model":{"name":"Model","status":"HEALTHY","message":"","replicas":[`)
 	for i := range replicas {

@@ -14,7 +14,7 @@ import (
 // Bounds on what decodeServeDetails keeps of an answer, whatever its size: a head answers what its image
 // makes it answer, and Serve's details feed the RayService's status, which the API server keeps whole.
 const (
-	// maxServeEntries bounds the applications and deployments kept, together.
+	// maxServeEntries bounds the applications, deployments and proxies kept, together.
 	maxServeEntries = 10000
 	// maxServeName bounds an application's or deployment's name; a longer one is an error.
 	maxServeName = 1024
@@ -53,6 +53,20 @@ func decodeServeDetails(r io.Reader) (*ServeDetails, error) {
 						if err == nil {
 							err = d.count(name)
 							details.Applications[name] = app
+						}
+						return err
+					})
+				})
+			case strings.EqualFold(key, "proxies"):
+				return d.nullOr('{', func() { details.Proxies = nil }, func() error {
+					if details.Proxies == nil {
+						details.Proxies = map[string]ServeProxy{}
+					}
+					return d.object(0, func(node string) error {
+						p, err := d.proxy()
+						if err == nil {
+							err = d.count(node)
+							details.Proxies[node] = p
 						}
 						return err
 					})
@@ -140,6 +154,27 @@ func (d *serveDecoder) deployment() (ServeDeployment, error) {
 	return dep, err
 }
 
+// proxy reads one proxy's details.
+func (d *serveDecoder) proxy() (ServeProxy, error) {
+	var p ServeProxy
+	err := d.nullOr('{', nil, func() error {
+		return d.object(0, func(key string) error {
+			switch {
+			case strings.EqualFold(key, "node_id"):
+				return d.keptField(&p.NodeID, maxServeName)
+			case strings.EqualFold(key, "node_ip"):
+				return d.keptField(&p.NodeIP, maxServeName)
+			case strings.EqualFold(key, "node_instance_id"):
+				return d.keptField(&p.NodeInstanceID, maxServeName)
+			case strings.EqualFold(key, "status"):
+				return d.keptField(&p.Status, maxServeStatus)
+			}
+			return d.skip(0)
+		})
+	})
+	return p, err
+}
+
 // count records one more kept entry, named name.
 func (d *serveDecoder) count(name string) error {
 	if err := d.keep(len(name)); err != nil {
@@ -147,7 +182,7 @@ func (d *serveDecoder) count(name string) error {
 	}
 	d.entries++
 	if d.entries > maxServeEntries {
-		return fmt.Errorf("Serve's details list more than %d applications and deployments, the most kray keeps", maxServeEntries)
+		return fmt.Errorf("Serve's details list more than %d applications, deployments and proxies, the most kray keeps", maxServeEntries)
 	}
 	return nil
 }

@@ -89,9 +89,11 @@ func TestDecodeServeDetailsBounds(t *testing.T) {
 		return b.String()
 	}
 	for name, tc := range map[string]struct{ body, err string }{
-		"applications": {many(maxServeEntries+1, `"a%d":{}`), "more than 10000 applications and deployments"},
+		"applications": {many(maxServeEntries+1, `"a%d":{}`), "more than 10000 applications, deployments and proxies"},
 		"deployments": {many(maxServeEntries, `"a%d":{"deployments":{"d":{}}}`),
-			"more than 10000 applications and deployments"},
+			"more than 10000 applications, deployments and proxies"},
+		"proxies": {strings.Replace(many(maxServeEntries, `"a%d":{}`), `{"applications"`, `{"proxies":{"p":{}},"applications"`, 1),
+			"more than 10000 applications, deployments and proxies"},
 		"a long name": {`{"applications":{"` + strings.Repeat("n", maxServeName+1) + `":{}}}`, "a name longer than 1024 bytes"},
 		"kept bytes":  {many(2000, `"a%d":{"message":"`+strings.Repeat("m", 3000)+`"}`), "more than 4194304 bytes of names"},
 		"nested":      {`{"x":` + strings.Repeat("[", maxJSONDepth+2) + strings.Repeat("]", maxJSONDepth+2) + `}`, "nested deeper than 64"},
@@ -115,6 +117,11 @@ var serveDetailsCases = []string{
 	`{"applications":{"a":{"status":"RUNNING"},"a":{"message":"second"}}}`,
 	`{"APPLICATIONS":{"a":{"Status":"RUNNING","DEPLOYMENTS":{"d":null}}},"Target_Capacity":-1.5e1}`,
 	`{"applications":{"a":{"status":null,"message":"m","deployments":null}},"target_capacity":null}`,
+	`{"proxies":{"n1":{"node_id":"n1","node_ip":"10.0.0.1","node_instance_id":"pod-a","actor_id":"x","status":"HEALTHY","log_file_path":"/l"},"n2":{"status":"DRAINING"}}}`,
+	`{"Proxies":{"n1":null,"n2":{"NODE_IP":"10.0.0.2","node_ip":"10.0.0.3"}},"proxies":null}`,
+	`{"proxies":{"n1":{"status":"HEALTHY"},"n1":{"node_ip":"10.0.0.1"}}}`,
+	`{"proxies":{"n1":{"status":1}}}`,
+	`{"proxies":[]}`,
 	`null`,
 	` {"x":[1,-0.5,2e10,true,false,null,"s",{"y":[]},[]]} `,
 	`{"applications":{"\u00e9\ud83d\ude00\ud800x\"\\\/\b\f\n\r\t":{"status":"caf\u00e9"}}}`,
