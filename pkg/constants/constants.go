@@ -235,6 +235,11 @@ const (
 	// AnnotationDeletionDeadline on a cluster a RayService no longer serves from is when it is deleted
 	// (RFC 3339), kept on the cluster so that an operator restart does not reset it.
 	AnnotationDeletionDeadline = "kray.io/deletion-deadline"
+	// AnnotationSwitchDeadline on a RayService's pending cluster is when it takes the traffic with the ready
+	// serve endpoints it has, even if a pod Serve runs a proxy on is not one yet (RFC 3339): set when its
+	// applications first run short of endpoints, and kept on the cluster so that an operator restart does not
+	// reset it.
+	AnnotationSwitchDeadline = "kray.io/switch-deadline"
 	// AnnotationServeApplied on a RayService's cluster is what its Serve last accepted from kray (JSON: the
 	// serveConfigV2's hash, the config itself when it fits, and the target_capacity), kept on the cluster so
 	// that a restarted or second operator never puts another config on it by mistake.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,12 +78,9 @@ func (r *Reconciler) do(ctx context.Context, svc *rayv1.RayService, o Observed, 
 		}
 		return normal(EventDeletedService, "Deleted the Service %s %s", ref, a.Why), nil
 	case MarkCluster:
-		var deadline *string
-		if !a.Deadline.IsZero() {
-			v := a.Deadline.UTC().Format("2006-01-02T15:04:05Z07:00")
-			deadline = &v
-		}
-		return nil, shared.PatchMeta(ctx, r.Writer, a.Cluster, shared.Meta{Annotations: map[string]*string{constants.AnnotationDeletionDeadline: deadline}})
+		return nil, shared.PatchMeta(ctx, r.Writer, a.Cluster, shared.Meta{Annotations: map[string]*string{constants.AnnotationDeletionDeadline: deadlineValue(a.Deadline)}})
+	case MarkSwitch:
+		return nil, shared.PatchMeta(ctx, r.Writer, a.Cluster, shared.Meta{Annotations: map[string]*string{constants.AnnotationSwitchDeadline: deadlineValue(a.Deadline)}})
 	case ApplyServe:
 		return r.applyServe(ctx, svc, o.Clusters[a.Name], Served{Config: a.Config, Capacity: a.Capacity})
 	case CreateService:
@@ -303,4 +301,13 @@ func normal(reason, format string, args ...any) *shared.Event {
 func warning(reason, format string, args ...any) *shared.Event {
 	e := shared.Warning(reason, fmt.Sprintf(format, args...))
 	return &e
+}
+
+// deadlineValue is a deadline annotation's value for t (RFC 3339, UTC), nil to remove it when t is zero.
+func deadlineValue(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	v := t.UTC().Format(time.RFC3339)
+	return &v
 }

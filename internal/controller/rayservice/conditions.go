@@ -60,11 +60,13 @@ func upgradeMessage(o Observed, st *rayv1.RayServiceStatuses) string {
 	if !podServes(headPod(o.Pods, name)) {
 		return fmt.Sprintf("Waiting for the head of RayCluster %s to be ready", name)
 	}
-	switch have, need := serveEndpoints(o.Pods, name), switchEndpoints(o, st, o.Clusters[name]); {
-	case have == 0:
+	w := switchWaitOf(o, o.Clusters[name])
+	switch {
+	case w.ready == 0:
 		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on it", name)
-	case have < need:
-		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for %d ready serve endpoints on it (%d now)", name, need, have)
+	case w.short > 0:
+		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on each of the %d pods Serve runs a proxy on (%d not ready), until %s at the latest",
+			name, w.proxied, w.short, w.until.Format(time.RFC3339))
 	}
 	return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run", name)
 }

@@ -25,6 +25,10 @@ const (
 	// DefaultDeletionDelay is how long a cluster that no longer serves is kept when
 	// rayClusterDeletionDelaySeconds is unset.
 	DefaultDeletionDelay = 60 * time.Second
+	// SwitchWait bounds how long a pending cluster whose applications run waits for a ready serve endpoint on
+	// every pod Serve runs a proxy on before it takes the traffic with the endpoints it has (at least one):
+	// a proxy Serve counts on makes its pod Ready within a readiness probe period or two.
+	SwitchWait = 30 * time.Second
 )
 
 // ServeRead is one cluster's answer to the Serve API's GET: the details, or why there are none.
@@ -101,6 +105,8 @@ const (
 	DeleteService ActionKind = "DeleteService"
 	// MarkCluster sets (Action.Deadline) or clears (zero) the deletion deadline of a cluster.
 	MarkCluster ActionKind = "MarkCluster"
+	// MarkSwitch sets (Action.Deadline) or clears (zero) the switch deadline of a cluster.
+	MarkSwitch ActionKind = "MarkSwitch"
 	// ApplyServe puts serveConfigV2 on the cluster named Action.Name.
 	ApplyServe ActionKind = "ApplyServe"
 	// LabelHead sets the ray.io/serve label of the head pod Action.Pod to Action.Value (Action.Why says why

@@ -198,7 +198,7 @@ func rebuilt(svc *rayv1.RayService, live *rayv1.RayCluster) *rayv1.RayCluster {
 	out.Spec = want.Spec
 	out.Labels = want.Labels
 	out.Annotations = want.Annotations
-	for _, kept := range []string{constants.AnnotationDeletionDeadline, constants.AnnotationServeApplied} {
+	for _, kept := range []string{constants.AnnotationDeletionDeadline, constants.AnnotationSwitchDeadline, constants.AnnotationServeApplied} {
 		if v, ok := live.Annotations[kept]; ok {
 			out.Annotations[kept] = v
 		}

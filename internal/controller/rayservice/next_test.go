@@ -332,51 +332,139 @@ func TestUpgradeSwitchesOnlyToAServingCluster(t *testing.T) {
 	}
 }
 
-// The switch never leaves the serve Service fewer ready endpoints than it had: a pending cluster with all its
-// applications running waits for as many ready serve endpoints as the active one has, or for all of its own
-// when it has fewer pods to serve from.
-func TestSwitchWaitsForAsManyServeEndpointsAsServeNow(t *testing.T) {
-	for _, tc := range []struct {
-		name           string
-		pendingWorkers int32
-		readyToSwitch  int // ready workers of the pending cluster at which it takes the Services
-	}{
-		{"as many workers as before", 3, 3},
-		{"fewer workers than before", 1, 1},
-		{"more workers than before", 5, 3},
+// The switch waits for what Serve says the pending cluster serves from, never for what the active cluster
+// had: once the applications run, the Services move when every pod Serve runs a proxy on is a ready serve
+// endpoint, or when the switch deadline stored on the pending cluster passed; never to a cluster without a
+// ready serve endpoint.
+func TestSwitchWaitsForEveryServeProxyUntilItsDeadline(t *testing.T) {
+	type tc struct {
+		name string
+		// activeWorkers and pendingWorkers are the workers of each cluster; readyWorkers those of the pending
+		// one that are ready serve endpoints, proxied those Serve runs a proxy on (-1 for none reported).
+		activeWorkers, pendingWorkers, readyWorkers, proxied int
+		// draining of the proxies are reported DRAINING: the last ones.
+		draining   int
+		headServes bool
+		// past is how far past the stored switch deadline the reconcile is (0: no deadline stored yet).
+		past     time.Duration
+		switches bool
+		waitMsg  string
+	}
+	for _, c := range []tc{
+		{name: "Serve autoscaled the active cluster; the new one runs its minimum on one worker", activeWorkers: 8, pendingWorkers: 8, readyWorkers: 1, proxied: 1, headServes: true, switches: true},
+		{name: "an edit lowered num_replicas: fewer proxies than workers", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 2, switches: true},
+		{name: "Serve reports no proxies (older Ray)", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 1, proxied: -1, switches: true},
+		{name: "draining proxies take no traffic in", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, draining: 1, switches: true},
+		{name: "a proxied pod not ready yet", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, headServes: true,
+			waitMsg: "a ready serve endpoint on each of the 4 pods Serve runs a proxy on (1 not ready), until 2026-01-01T12:01:30Z at the latest"},
+		{name: "a proxied pod not ready by the deadline", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, past: time.Second, switches: true},
+		{name: "a proxied pod not ready, just before the deadline", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, past: -time.Second,
+			waitMsg: "(1 not ready), until 2026-01-01T12:01:01Z at the latest"},
+		{name: "no ready endpoint, long past the deadline", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 0, proxied: 3, past: time.Hour,
+			waitMsg: "for a ready serve endpoint on it"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w, old := serving(t, func(s *rayv1.RayService) { s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](3) })
-			w.pods = append(w.pods, worker(old, 1, true), worker(old, 2, true))
+		t.Run(c.name, func(t *testing.T) {
+			w, old := serving(t, func(s *rayv1.RayService) {
+				s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To(int32(c.activeWorkers))
+				s.Spec.RayClusterSpec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](10)
+			})
+			for i := 1; i < c.activeWorkers; i++ {
+				w.pods = append(w.pods, worker(old, i, true))
+			}
 			w.svc = w.svc.DeepCopy()
 			w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
-			w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To(tc.pendingWorkers)
+			w.svc.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas = ptr.To(int32(c.pendingWorkers))
+			w.now = t0.Add(time.Minute)
 			w.step(t)
 			pending := w.svc.Status.PendingServiceStatus.RayClusterName
 			w.step(t)
-			w.addCluster(pending)
-			w.running(pending)
-			for i := 1; i < int(tc.pendingWorkers); i++ {
-				w.pods = append(w.pods, worker(pending, i, false))
+			rc := w.addCluster(pending)
+			w.pods = w.pods[:len(w.pods)-1] // addCluster's ready worker: the workers come below
+			for i := range w.pods {
+				if p := &w.pods[i]; p.Name == pending+"-head" && c.headServes {
+					p.Labels[constants.LabelServe] = "true"
+				}
 			}
-			for ready := 1; ; ready++ {
-				d := w.step(t)
-				switched := has(d, SyncService) != nil
-				if switched != (ready >= tc.readyToSwitch) {
-					t.Fatalf("with %d of %d pending workers ready: switched %v, want %v (%s)", ready, tc.pendingWorkers, switched, !switched,
-						condition(d.Status, rayv1.UpgradeInProgress).Message)
+			var proxied []string
+			if c.headServes {
+				proxied = append(proxied, pending+"-head")
+			}
+			for i := 0; i < c.pendingWorkers; i++ {
+				p := worker(pending, i, i < c.readyWorkers)
+				w.pods = append(w.pods, p)
+				if i < c.proxied {
+					proxied = append(proxied, p.Name)
 				}
-				if switched {
-					break
+			}
+			w.running(pending)
+			if c.proxied >= 0 {
+				w.proxies(pending, c.draining, proxied...)
+			}
+			if c.past != 0 {
+				rc.Annotations[constants.AnnotationSwitchDeadline] = w.now.Add(-c.past).Format(time.RFC3339)
+			}
+			d := w.step(t)
+			switched := has(d, SyncService) != nil
+			msg := condition(d.Status, rayv1.UpgradeInProgress).Message
+			if switched != c.switches {
+				t.Fatalf("switched %v, want %v (%s)", switched, c.switches, msg)
+			}
+			if switched {
+				return
+			}
+			if !strings.Contains(msg, c.waitMsg) {
+				t.Errorf("UpgradeInProgress message %q, want it to say %q", msg, c.waitMsg)
+			}
+			mark := has(d, MarkSwitch)
+			switch {
+			case c.past == 0 && c.readyWorkers > 0:
+				if mark == nil || mark.Name != pending || !mark.Deadline.Equal(w.now.Add(SwitchWait)) || d.RequeueAfter > SwitchWait {
+					t.Errorf("%v, requeue %v: want the deadline %v stored on %s and a look by then", kinds(d), d.RequeueAfter, w.now.Add(SwitchWait), pending)
 				}
-				want := fmt.Sprintf("for %d ready serve endpoints on it (%d now)", tc.readyToSwitch, ready)
-				if c := condition(d.Status, rayv1.UpgradeInProgress); !strings.Contains(c.Message, want) {
-					t.Errorf("UpgradeInProgress message %q, want it to say %q", c.Message, want)
-				}
-				w.pods[len(w.pods)-int(tc.pendingWorkers)+ready].Status.Conditions[0].Status = corev1.ConditionTrue
+			case mark != nil:
+				t.Errorf("%v: the stored deadline written again", kinds(d))
 			}
 		})
 	}
+}
+
+// The switch deadline is the pending cluster's: once it serves, the deadline goes with the next reconcile.
+func TestSwitchDeadlineGoesOnceTheClusterServes(t *testing.T) {
+	w, old := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.step(t)
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	rc := w.addCluster(pending)
+	w.running(pending)
+	rc.Annotations[constants.AnnotationSwitchDeadline] = t0.Format(time.RFC3339)
+	w.apply(w.step(t))
+	w.step(t)
+	if w.svc.Status.ActiveServiceStatus.RayClusterName != pending {
+		t.Fatalf("not switched from %s to %s: %+v", old, pending, w.svc.Status)
+	}
+	d := w.step(t)
+	if a := has(d, MarkSwitch); a == nil || a.Name != pending || !a.Deadline.IsZero() {
+		t.Errorf("%v, want the switch deadline of %s cleared", kinds(d), pending)
+	}
+}
+
+// proxies makes cluster's Serve report a proxy on each of the pods named, HEALTHY but for the last draining
+// ones, DRAINING.
+func (w *world) proxies(cluster string, draining int, pods ...string) {
+	read := w.serve[cluster]
+	details := *read.Details
+	details.Proxies = map[string]dashboard.ServeProxy{}
+	for i, name := range pods {
+		status := dashboard.ProxyHealthy
+		if i >= len(pods)-draining {
+			status = dashboard.ProxyDraining
+		}
+		details.Proxies[fmt.Sprintf("node-%d", i)] = dashboard.ServeProxy{NodeID: fmt.Sprintf("node-%d", i), NodeIP: "10.0.0.1", NodeInstanceID: name, Status: status}
+	}
+	read.Details = &details
+	w.serve[cluster] = read
 }
 
 // worker is the i-th worker pod of cluster, a serve endpoint when ready.

@@ -2,26 +2,28 @@ package rayservice
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/pkg/constants"
-	"github.com/kray-project/kray/pkg/spec"
+	"github.com/kray-project/kray/pkg/dashboard"
 )
 
 // reconcileServices points the RayService's Services at the cluster that serves. The first cluster gets
-// them once its applications run; a pending cluster only once its applications run and it has the ready
-// serve endpoints switchEndpoints asks, so that the switch never leaves the serve Service fewer endpoints
-// than it had (nor than the pending cluster has pods to serve from). Once both Services select the pending
-// cluster, it becomes the active one.
+// them once its applications run; a pending cluster only once its applications run and switchDue says so.
+// Once both Services select the pending cluster, it becomes the active one, and its switch deadline goes.
 func reconcileServices(o Observed, d *Decision, pendingReady bool) {
 	svc, st := o.Service, &d.Status
 	pending := o.Clusters[st.PendingServiceStatus.RayClusterName]
 	active := o.Clusters[st.ActiveServiceStatus.RayClusterName]
+	if active != nil && active.Annotations[constants.AnnotationSwitchDeadline] != "" {
+		d.Actions = append(d.Actions, Action{Kind: MarkSwitch, Name: active.Name, Cluster: active})
+	}
 	target := active
-	if pending != nil && pendingReady && (active == nil || serveEndpoints(o.Pods, pending.Name) >= switchEndpoints(o, st, pending)) {
+	if pending != nil && pendingReady && (active == nil || switchDue(o, d, pending)) {
 		target = pending
 	}
 	if target == nil {
@@ -44,19 +46,74 @@ func reconcileServices(o Observed, d *Decision, pendingReady bool) {
 	}
 }
 
-// switchEndpoints is how many ready serve endpoints the pending cluster needs to take the Services from the
-// active one: as many as the serve Service has now, but no more than the pending cluster serves from once
-// all its pods are ready (its head when labelled to serve, and every worker), and at least one.
-func switchEndpoints(o Observed, st *rayv1.RayServiceStatuses, pending *rayv1.RayCluster) int32 {
-	var full int64
-	if h := headPod(o.Pods, pending.Name); h != nil && h.Labels[constants.LabelServe] == "true" {
-		full++
+// switchDue reports whether the pending cluster, whose applications run, takes the traffic now: once every
+// pod of it that Serve runs a proxy on is a ready serve endpoint, or once its switch deadline passed; never
+// while it has no ready serve endpoint. The first time it runs short, the deadline (now + SwitchWait) is
+// stored on it; until then d is requeued for the deadline.
+func switchDue(o Observed, d *Decision, pending *rayv1.RayCluster) bool {
+	w := switchWaitOf(o, pending)
+	switch {
+	case w.ready == 0:
+		return false
+	case w.short == 0:
+		return true
+	case !w.marked:
+		d.Actions = append(d.Actions, Action{Kind: MarkSwitch, Name: pending.Name, Cluster: pending, Deadline: w.until})
 	}
-	for i := range pending.Spec.WorkerGroupSpecs {
-		full += int64(spec.GroupReplicas(pending, &pending.Spec.WorkerGroupSpecs[i]))
+	if !o.Now.Before(w.until) {
+		return true
 	}
-	now := int64(serveEndpoints(o.Pods, servingCluster(o, st)))
-	return int32(max(1, min(now, full)))
+	d.wantRequeue(w.until.Sub(o.Now))
+	return false
+}
+
+// switchWait is what a pending cluster's switch waits for.
+type switchWait struct {
+	// ready counts its ready serve endpoints; proxied the pods Serve runs a proxy on that the serve Service
+	// selects, short those of them that are not ready serve endpoints yet.
+	ready, proxied, short int
+	// until is its switch deadline: the stored one when marked, else now + SwitchWait.
+	until  time.Time
+	marked bool
+}
+
+// switchWaitOf reads the pending cluster's switch wait from the pods, Serve's proxies and its annotation.
+func switchWaitOf(o Observed, pending *rayv1.RayCluster) switchWait {
+	w := switchWait{ready: int(serveEndpoints(o.Pods, pending.Name))}
+	var proxies map[string]dashboard.ServeProxy
+	if read := o.Serve[pending.Name]; read.Details != nil {
+		proxies = read.Details.Proxies
+	}
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if p.Labels[constants.LabelCluster] != pending.Name || p.Labels[constants.LabelServe] != "true" || p.DeletionTimestamp != nil || !proxiedOn(proxies, p) {
+			continue
+		}
+		w.proxied++
+		if !podServes(p) {
+			w.short++
+		}
+	}
+	until, err := time.Parse(time.RFC3339, pending.Annotations[constants.AnnotationSwitchDeadline])
+	w.until, w.marked = until, err == nil
+	if !w.marked {
+		w.until = o.Now.Add(SwitchWait).UTC().Truncate(time.Second)
+	}
+	return w
+}
+
+// proxiedOn reports whether Serve runs a proxy that takes traffic (not draining) on pod p: by the node's
+// instance ID (the pod name), else by its IP when Serve reports no instance ID.
+func proxiedOn(proxies map[string]dashboard.ServeProxy, p *corev1.Pod) bool {
+	for _, proxy := range proxies {
+		if proxy.Leaving() {
+			continue
+		}
+		if proxy.NodeInstanceID == p.Name || proxy.NodeInstanceID == "" && proxy.NodeIP != "" && proxy.NodeIP == p.Status.PodIP {
+			return true
+		}
+	}
+	return false
 }
 
 // selects reports whether the live Service s sends traffic to the cluster named cluster.
