@@ -184,6 +184,14 @@ func (f *fakeGCS) nodes(ctx context.Context) ([]ray.Node, error) {
 	return nodes, nil
 }
 
+// drained reports whether a drain of the pod ns/name was asked for: its Ray node takes no new work.
+func (f *fakeGCS) drained(ns, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.drains[ns+"/"+name]
+	return ok
+}
+
 // workerPods lists the running worker pods, each a Ray node, and maps their node IDs to them.
 func (f *fakeGCS) workerPods(ctx context.Context) ([]corev1.Pod, error) {
 	list := &corev1.PodList{}

@@ -1,13 +1,21 @@
 package e2e
 
 import (
+	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kray-project/kray/pkg/constants"
 )
 
 // fakeServe stands in for Ray Serve on every cluster of the suite, behind the fake dashboard: the Serve
@@ -16,7 +24,11 @@ import (
 // each head pod, reached through --ray-serve-probe-address http://<fake>/p/{namespace}/{pod}. A cluster has
 // no application until a config is put; each application of a config then deploys for deployFor and runs,
 // or fails for an import path a test planned to fail; an application a new config drops is DELETING for
-// deployFor, then gone. A head restart without GCS fault tolerance empties a cluster's Serve.
+// deployFor, then gone. A head restart without GCS fault tolerance empties a cluster's Serve. As Serve with
+// its default proxy location, it reports a proxy on the head once it runs and on every worker that runs a
+// replica: the replicas (num_replicas, else autoscaling min_replicas, else 1 per deployment) are spread over
+// the cluster's live Ray nodes (worker pods with an IP, not deleted, not drained) in turn, on the head when
+// there is none.
 type fakeServe struct {
 	mu       sync.Mutex
 	clusters map[string]*serveCluster // by "<namespace>/<cluster>"
@@ -39,8 +51,10 @@ type serveCluster struct {
 type serveApp struct {
 	importPath  string
 	deployments []string
-	since       time.Time
-	deleting    bool
+	// replicas counts the replicas of all its deployments.
+	replicas int
+	since    time.Time
+	deleting bool
 }
 
 func newFakeServe() *fakeServe {
@@ -127,7 +141,7 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 	}
 	switch r.Method {
 	case http.MethodGet:
-		writeJSON(w, http.StatusOK, f.details(c, time.Now()))
+		writeJSON(w, http.StatusOK, f.details(cluster, c, time.Now()))
 	case http.MethodPut:
 		body, _ := io.ReadAll(r.Body)
 		var config struct {
@@ -136,7 +150,11 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 				Name        string `json:"name"`
 				ImportPath  string `json:"import_path"`
 				Deployments []struct {
-					Name string `json:"name"`
+					Name        string `json:"name"`
+					NumReplicas *int   `json:"num_replicas"`
+					Autoscaling *struct {
+						MinReplicas *int `json:"min_replicas"`
+					} `json:"autoscaling_config"`
 				} `json:"deployments"`
 			} `json:"applications"`
 		}
@@ -161,9 +179,18 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 			app := &serveApp{importPath: a.ImportPath, since: now}
 			for _, d := range a.Deployments {
 				app.deployments = append(app.deployments, d.Name)
+				switch {
+				case d.NumReplicas != nil:
+					app.replicas += *d.NumReplicas
+				case d.Autoscaling != nil && d.Autoscaling.MinReplicas != nil:
+					app.replicas += max(1, *d.Autoscaling.MinReplicas)
+				default:
+					app.replicas++
+				}
 			}
 			if len(app.deployments) == 0 {
 				app.deployments = []string{a.ImportPath[strings.LastIndexAny(a.ImportPath, ".:")+1:]}
+				app.replicas = 1
 			}
 			if old := c.apps[name]; old != nil && !old.deleting && old.importPath == app.importPath {
 				app.since = old.since // the same application: Serve leaves it running
@@ -181,8 +208,9 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 	}
 }
 
-// details is Serve's declarative details of c now, as the dashboard renders them.
-func (f *fakeServe) details(c *serveCluster, now time.Time) map[string]any {
+// details is Serve's declarative details of c, the cluster key ("<namespace>/<cluster>"), now, as the
+// dashboard renders them.
+func (f *fakeServe) details(key string, c *serveCluster, now time.Time) map[string]any {
 	apps := map[string]any{}
 	for name, app := range c.apps {
 		settled := now.Sub(app.since) >= deployFor
@@ -208,8 +236,62 @@ func (f *fakeServe) details(c *serveCluster, now time.Time) map[string]any {
 		apps[name] = map[string]any{"name": name, "route_prefix": "/" + name, "status": status, "message": message,
 			"last_deployed_time_s": float64(app.since.UnixMilli()) / 1000, "deployments": deployments}
 	}
-	return map[string]any{"deploy_mode": "MULTI_APP", "controller_info": map[string]any{"node_id": "fake"}, "proxies": map[string]any{},
-		"applications": apps, "target_capacity": c.capacity}
+	proxies := map[string]any{}
+	for _, p := range f.proxied(key, c) {
+		id := hex.EncodeToString(nodeIDOf(p.UID))
+		proxies[id] = map[string]any{"node_id": id, "node_ip": p.Status.PodIP, "node_instance_id": p.Name, "actor_id": id[:32],
+			"actor_name": "SERVE_PROXY_ACTOR-" + id, "worker_id": id, "log_file_path": "/serve/proxy.log", "status": "HEALTHY"}
+	}
+	return map[string]any{"deploy_mode": "MULTI_APP", "controller_info": map[string]any{"node_id": "fake"}, "proxy_location": "EveryNode",
+		"proxies": proxies, "applications": apps, "target_capacity": c.capacity}
+}
+
+// proxiedPods are the names of the pods of cluster in ns that Serve runs a proxy on now.
+func (f *fakeServe) proxiedPods(ns, cluster string) map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]bool{}
+	if c := f.clusters[ns+"/"+cluster]; c != nil {
+		for _, p := range f.proxied(ns+"/"+cluster, c) {
+			out[p.Name] = true
+		}
+	}
+	return out
+}
+
+// proxied are the pods of the cluster key ("<namespace>/<cluster>") Serve runs a proxy on: none before a
+// config runs, then the head and each live worker that runs a replica of c (see fakeServe).
+func (f *fakeServe) proxied(key string, c *serveCluster) []corev1.Pod {
+	replicas := 0
+	for _, app := range c.apps {
+		if !app.deleting {
+			replicas += app.replicas
+		}
+	}
+	if len(c.apps) == 0 {
+		return nil
+	}
+	ns, cluster, _ := strings.Cut(key, "/")
+	list := &corev1.PodList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{constants.LabelCluster: cluster}); err != nil {
+		return nil
+	}
+	var heads, workers []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		switch p.Labels[constants.LabelNodeType] {
+		case constants.NodeTypeHead:
+			heads = append(heads, p)
+		case constants.NodeTypeWorker:
+			if gcs == nil || !gcs.drained(p.Namespace, p.Name) {
+				workers = append(workers, p)
+			}
+		}
+	}
+	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
+	return append(heads, workers[:min(replicas, len(workers))]...)
 }
 
 // probe answers the Serve proxy health check of pod ("<namespace>/<pod>").

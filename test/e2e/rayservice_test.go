@@ -442,6 +442,92 @@ func TestRayServiceHoldsASwitchToAClusterWithoutEndpoints(t *testing.T) {
 	g.Expect(endpoints.drops()).To(BeEmpty())
 }
 
+// serveProxyGate is the readiness gate through which playServeProxyProbes stands in for the kubelet's
+// readiness probe of a worker's Serve proxy (KubeRay's worker probe asks the proxy's /-/healthz), which kwok
+// does not run: a worker is Ready only where Serve runs a proxy.
+const serveProxyGate = "e2e.kray.io/serve-proxy"
+
+// playServeProxyProbes sets, until the test ends, the serveProxyGate condition of every worker pod in ns
+// that has that gate: True while the fake Serve runs a proxy on it, else False.
+func playServeProxyProbes(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			pods := &corev1.PodList{}
+			if k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{constants.LabelNodeType: constants.NodeTypeWorker}) == nil {
+				proxied := map[string]map[string]bool{}
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					if !slices.ContainsFunc(p.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == serveProxyGate }) {
+						continue
+					}
+					cluster := p.Labels[constants.LabelCluster]
+					if proxied[cluster] == nil {
+						proxied[cluster] = dash.serve.proxiedPods(ns, cluster)
+					}
+					want := corev1.ConditionFalse
+					if proxied[cluster][p.Name] {
+						want = corev1.ConditionTrue
+					}
+					if i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == serveProxyGate }); i >= 0 {
+						if p.Status.Conditions[i].Status == want {
+							continue
+						}
+						p.Status.Conditions[i].Status = want
+					} else {
+						p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: serveProxyGate, Status: want, LastTransitionTime: metav1.Now()})
+					}
+					_ = k8s.Status().Update(ctx, p) // a conflict is tried again at the next look
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+// A new cluster takes the traffic once every pod Serve runs a proxy on is a ready serve endpoint, however
+// many the active cluster had: here Serve runs the sample's 8 replicas on all 3 workers of the active cluster
+// (4 ready serve endpoints with the head), and the new config's single replica on one worker of the new
+// cluster, whose other two workers never become ready (their Serve proxy does not answer).
+func TestRayServiceSwitchesWithFewerServeProxiesThanTheActiveCluster(t *testing.T) {
+	t.Parallel()
+	needFakeDashboard(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	playServeProxyProbes(t, ns)
+	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
+	sample.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](0)
+	w := &sample.Spec.RayClusterSpec.WorkerGroupSpecs[0]
+	w.Replicas = ptr.To[int32](3)
+	w.Template.Spec.ReadinessGates = append(w.Template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: serveProxyGate})
+	svc := createService(t, sample)
+	old := waitServing(t, svc).Status.ActiveServiceStatus.RayClusterName
+	g.Eventually(func(g Gomega) {
+		g.Expect(getService(g, svc).Status.NumServeEndpoints).To(BeEquivalentTo(4))
+	}, serviceTimeout, poll).Should(Succeed(), "the head and 3 workers with replicas")
+
+	updateService(t, svc, func(s *rayv1.RayService) {
+		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage
+		s.Spec.ServeConfigV2 = "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n" +
+			"    deployments:\n      - name: FruitMarket\n        num_replicas: 1\n"
+	})
+	var pending string
+	g.Eventually(func(g Gomega) {
+		pending = getService(g, svc).Status.PendingServiceStatus.RayClusterName
+		g.Expect(pending).NotTo(BeEmpty())
+	}, serviceTimeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		cur := getService(g, svc)
+		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(pending), "UpgradeInProgress: %s", serviceCondition(cur, rayv1.UpgradeInProgress).Message)
+		g.Expect(cur.Status.PendingServiceStatus.RayClusterName).To(BeEmpty())
+		g.Expect(cur.Status.NumServeEndpoints).To(BeEquivalentTo(2), "the head and the one worker with a replica")
+	}, serviceTimeout, poll).Should(Succeed())
+	expectServesFrom(g, svc, svc.Name+"-serve-svc", pending)
+	g.Expect(old).NotTo(Equal(pending))
+}
+
 // Two operator instances without leader election serve the same RayServices at once: each RayService gets
 // one cluster, and one more per upgrade, though both instances name clusters and create them.
 func TestRayServiceTwoOperatorInstances(t *testing.T) {

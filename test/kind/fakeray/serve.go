@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,10 +124,10 @@ func (s *serve) runs() bool {
 	return s.running
 }
 
-// details is Serve's declarative details now, the fields kray and KubeRay read.
+// details is Serve's declarative details now, the fields kray and KubeRay read: the applications, and a proxy
+// on the head once Serve runs and on every live node that runs a replica.
 func (s *serve) details(now time.Time) map[string]any {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	apps := map[string]any{}
 	for name, app := range s.apps {
 		status, depStatus := "DEPLOYING", "UPDATING"
@@ -140,7 +141,22 @@ func (s *serve) details(now time.Time) map[string]any {
 		apps[name] = map[string]any{"name": name, "route_prefix": app.routePrefix, "status": status, "message": "",
 			"last_deployed_time_s": float64(app.since.UnixMilli()) / 1000, "deployments": deployments}
 	}
-	return map[string]any{"deploy_mode": "MULTI_APP", "proxy_location": "EveryNode", "applications": apps, "target_capacity": s.capacity}
+	running, capacity := s.running, s.capacity
+	s.mu.Unlock()
+	proxies := map[string]any{}
+	if running && s.gcs != nil {
+		head := string(s.head())
+		for _, n := range s.gcs.nodeStates() {
+			live := n.Status == ray.NodeStatusIdle || n.Status == ray.NodeStatusRunning
+			if !live || string(n.ID) != head && s.replicasOn(n.ID) == 0 {
+				continue
+			}
+			id := hex.EncodeToString(n.ID)
+			proxies[id] = map[string]any{"node_id": id, "node_ip": n.IP, "node_instance_id": n.InstanceID, "actor_id": id[:32],
+				"actor_name": "SERVE_PROXY_ACTOR-" + id, "log_file_path": "/tmp/ray/session_latest/logs/serve/proxy.log", "status": "HEALTHY"}
+		}
+	}
+	return map[string]any{"deploy_mode": "MULTI_APP", "proxy_location": "EveryNode", "proxies": proxies, "applications": apps, "target_capacity": capacity}
 }
 
 // replicasOn is how many replicas Serve runs on the node: the replicas of every deployment, scaled by the

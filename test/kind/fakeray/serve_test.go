@@ -47,6 +47,9 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 		d, err := api.Applications(context.Background())
 		return err == nil && d.Applications["fruit"].Status == "RUNNING" && proxyHealthy(headProxy) && proxyHealthy(proxyA) && proxyHealthy(proxyB)
 	})
+	if got := proxiedOn(t, api); len(got) != 3 || !got["head-0"] || !got["worker-a"] || !got["worker-b"] {
+		t.Errorf("Serve reports proxies on %v, want head-0, worker-a and worker-b", got)
+	}
 	if err := api.Apply(context.Background(), bytes.Replace(config, []byte(`{"applications"`), []byte(`{"target_capacity":0,"applications"`), 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +57,9 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 		d, err := api.Applications(context.Background())
 		return err == nil && d.TargetCapacity != nil && *d.TargetCapacity == 0 && !proxyHealthy(proxyA) && !proxyHealthy(proxyB) && proxyHealthy(headProxy)
 	})
+	if got := proxiedOn(t, api); len(got) != 1 || !got["head-0"] {
+		t.Errorf("at target capacity 0 Serve reports proxies on %v, want head-0 alone", got)
+	}
 	if err := api.Apply(context.Background(), config); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +69,22 @@ func TestServeProxiesWhereReplicasRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return !proxyHealthy(proxyA) && proxyHealthy(proxyB) })
+}
+
+// proxiedOn is the instance IDs (pod names) of the nodes Serve reports a proxy on that takes traffic.
+func proxiedOn(t *testing.T, api raydashboard.ServeAPI) map[string]bool {
+	t.Helper()
+	d, err := api.Applications(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, p := range d.Proxies {
+		if !p.Leaving() && p.NodeIP != "" {
+			out[p.NodeInstanceID] = true
+		}
+	}
+	return out
 }
 
 // A head told to pad its Serve details answers the same object with a padding field of that many bytes:
