@@ -116,7 +116,11 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if os.Getenv("KRAY_E2E_KIND") == "1" {
+		reportKindProbes(ctx)
+	}
+	return code
 }
 
 // localCluster reports whether the suite runs on hack/cluster.sh's cluster with the operator run by

@@ -81,7 +81,8 @@ func kindRayCluster(ns, name string, workers int32) *rayv1.RayCluster {
 
 // kindNamespace is namespace, and after the test waits until the namespace is gone, so the next test has the
 // node's CPU. A failed test's namespace goes too, once its pods, events and restart requests are in the test's
-// log: pods left running on the one node would keep the next tests' pods Pending.
+// log: pods left running on the one node would keep the next tests' pods Pending. Before that, the kubelet's
+// probe events in it are audited (auditProbes).
 func kindNamespace(t *testing.T) string {
 	t.Helper()
 	var name string
@@ -106,6 +107,7 @@ func kindNamespace(t *testing.T) string {
 		}
 		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
+	t.Cleanup(func() { auditProbes(t, name) }) // first, so that a kill it finds is in the failed test's log
 	return name
 }
 
