@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -26,7 +27,8 @@ import (
 // or fails for an import path a test planned to fail; an application a new config drops is DELETING for
 // deployFor, then gone. A head restart without GCS fault tolerance empties a cluster's Serve. As Serve with
 // its default proxy location, it reports a proxy on the head once it runs and on every worker that runs a
-// replica: the replicas (num_replicas, else autoscaling min_replicas, else 1 per deployment) are spread over
+// replica: the replicas (num_replicas, else autoscaling min_replicas, else 1 per deployment, scaled by the
+// target capacity) are spread over
 // the cluster's live Ray nodes (worker pods with an IP, not deleted, not drained) in turn, on the head when
 // there is none.
 type fakeServe struct {
@@ -267,6 +269,9 @@ func (f *fakeServe) proxied(key string, c *serveCluster) []corev1.Pod {
 		if !app.deleting {
 			replicas += app.replicas
 		}
+	}
+	if c.capacity != nil {
+		replicas = int(math.Ceil(float64(replicas) * *c.capacity / 100)) // Serve scales each deployment; the fake, the sum
 	}
 	if len(c.apps) == 0 {
 		return nil
