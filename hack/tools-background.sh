@@ -24,7 +24,11 @@ kill -0 "${watch}" 2>/dev/null || { echo "$0: no process ${watch} to watch" >&2;
 mkdir -p "${BIN_DIR}"
 log="${BIN_DIR}/tools-background.log"
 # setsid makes the build the leader of its own process group, so the watchdog stops go and its compilers too.
-KRAY_TOOLS_NO_LINK=1 setsid nice -n 19 ionice -c 3 "${ROOT}/hack/tools.sh" "$@" >"${log}" 2>&1 </dev/null &
+# It also starts a new session, and with the kernel's autogroup scheduling (sched_autogroup_enabled) a new
+# session is a new CPU group that weighs as much as the caller's whole session, whatever its processes' nice
+# values: only the group's own nice value (/proc/self/autogroup) puts the build below the tests' clusters.
+KRAY_TOOLS_NO_LINK=1 setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 ionice -c 3 "$@"' \
+  tools-background "${ROOT}/hack/tools.sh" "$@" >"${log}" 2>&1 </dev/null &
 build=$!
 # The watchdog outlives an interrupt of the caller's process group, to stop the build after the caller.
 (
