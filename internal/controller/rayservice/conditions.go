@@ -64,9 +64,12 @@ func upgradeMessage(o Observed, st *rayv1.RayServiceStatuses) string {
 	switch {
 	case w.ready == 0:
 		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on it", name)
-	case w.short > 0:
+	case w.short > 0 && w.marked:
 		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on each of the %d pods Serve runs a proxy on (%d not ready), until %s at the latest",
 			name, w.proxied, w.short, w.until.Format(time.RFC3339))
+	case w.short > 0:
+		return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run and for a ready serve endpoint on each of the %d pods Serve runs a proxy on (%d not ready), for %s at most once they run",
+			name, w.proxied, w.short, SwitchWait)
 	}
 	return fmt.Sprintf("Waiting for the Serve applications of RayCluster %s to run", name)
 }

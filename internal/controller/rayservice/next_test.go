@@ -353,7 +353,9 @@ func TestSwitchWaitsForEveryServeProxyUntilItsDeadline(t *testing.T) {
 	for _, c := range []tc{
 		{name: "Serve autoscaled the active cluster; the new one runs its minimum on one worker", activeWorkers: 8, pendingWorkers: 8, readyWorkers: 1, proxied: 1, headServes: true, switches: true},
 		{name: "an edit lowered num_replicas: fewer proxies than workers", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 2, switches: true},
-		{name: "Serve reports no proxies (older Ray)", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 1, proxied: -1, switches: true},
+		{name: "Serve reports no proxies: every pod the serve Service selects counts", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 1, proxied: -1,
+			waitMsg: "a ready serve endpoint on each of the 3 pods Serve runs a proxy on (2 not ready), until 2026-01-01T12:01:30Z at the latest"},
+		{name: "Serve reports no proxies, past the deadline", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 1, proxied: -1, past: time.Second, switches: true},
 		{name: "draining proxies take no traffic in", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, draining: 1, switches: true},
 		{name: "a proxied pod not ready yet", activeWorkers: 3, pendingWorkers: 3, readyWorkers: 2, proxied: 3, headServes: true,
 			waitMsg: "a ready serve endpoint on each of the 4 pods Serve runs a proxy on (1 not ready), until 2026-01-01T12:01:30Z at the latest"},
@@ -412,17 +414,27 @@ func TestSwitchWaitsForEveryServeProxyUntilItsDeadline(t *testing.T) {
 			if switched {
 				return
 			}
-			if !strings.Contains(msg, c.waitMsg) {
-				t.Errorf("UpgradeInProgress message %q, want it to say %q", msg, c.waitMsg)
-			}
 			mark := has(d, MarkSwitch)
 			switch {
+			case c.readyWorkers == 0 && c.past != 0:
+				if mark == nil || !mark.Deadline.IsZero() {
+					t.Errorf("%v: want the deadline of a wait that is not on cleared", kinds(d))
+				}
 			case c.past == 0 && c.readyWorkers > 0:
 				if mark == nil || mark.Name != pending || !mark.Deadline.Equal(w.now.Add(SwitchWait)) || d.RequeueAfter > SwitchWait {
-					t.Errorf("%v, requeue %v: want the deadline %v stored on %s and a look by then", kinds(d), d.RequeueAfter, w.now.Add(SwitchWait), pending)
+					t.Fatalf("%v, requeue %v: want the deadline %v stored on %s and a look by then", kinds(d), d.RequeueAfter, w.now.Add(SwitchWait), pending)
 				}
+				rc.Annotations[constants.AnnotationSwitchDeadline] = mark.Deadline.Format(time.RFC3339)
+				d = w.step(t)
+				if has(d, SyncService) != nil || has(d, MarkSwitch) != nil {
+					t.Errorf("with the deadline stored: %v, want no switch and no write", kinds(d))
+				}
+				msg = condition(d.Status, rayv1.UpgradeInProgress).Message
 			case mark != nil:
 				t.Errorf("%v: the stored deadline written again", kinds(d))
+			}
+			if !strings.Contains(msg, c.waitMsg) {
+				t.Errorf("UpgradeInProgress message %q, want it to say %q", msg, c.waitMsg)
 			}
 		})
 	}
@@ -447,6 +459,64 @@ func TestSwitchDeadlineGoesOnceTheClusterServes(t *testing.T) {
 	d := w.step(t)
 	if a := has(d, MarkSwitch); a == nil || a.Name != pending || !a.Deadline.IsZero() {
 		t.Errorf("%v, want the switch deadline of %s cleared", kinds(d), pending)
+	}
+}
+
+// A deadline bounds one wait: once the applications stop running, it goes, and the next wait has its own.
+// A switch once made holds: both Services stay on the new cluster while it is promoted, even if one of its
+// proxied pods turns unready meanwhile.
+func TestSwitchDeadlineBoundsOneWaitAndTheSwitchHolds(t *testing.T) {
+	w, _ := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.step(t)
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	rc := w.addCluster(pending)
+	unready := worker(pending, 1, false)
+	w.pods = append(w.pods, unready)
+	w.running(pending)
+	w.proxies(pending, 0, pending+"-worker", unready.Name)
+	rc.Annotations[constants.AnnotationSwitchDeadline] = t0.Add(time.Hour).Format(time.RFC3339)
+	w.serve[pending] = ServeRead{Details: &dashboard.ServeDetails{Applications: map[string]dashboard.ServeApplication{"fruit": {Status: "DEPLOYING"}}}}
+	d := w.step(t)
+	if a := has(d, MarkSwitch); a == nil || a.Name != pending || !a.Deadline.IsZero() || has(d, SyncService) != nil {
+		t.Fatalf("applications no longer running: %v, want the deadline of %s cleared and no switch", kinds(d), pending)
+	}
+	delete(rc.Annotations, constants.AnnotationSwitchDeadline)
+
+	w.running(pending)
+	w.proxies(pending, 0, pending+"-worker", unready.Name)
+	w.pods[len(w.pods)-1].Status.Conditions[0].Status = corev1.ConditionTrue
+	d = w.step(t)
+	if has(d, SyncService) == nil {
+		t.Fatalf("every proxied pod ready: %v, want the switch", kinds(d))
+	}
+	w.apply(d)
+	w.pods[len(w.pods)-1].Status.Conditions[0].Status = corev1.ConditionFalse
+	d = w.step(t)
+	if has(d, SyncService) != nil || d.Status.ActiveServiceStatus.RayClusterName != pending {
+		t.Fatalf("after the switch, a proxied pod unready: %v, active %s: want the Services kept on %s and it promoted",
+			kinds(d), d.Status.ActiveServiceStatus.RayClusterName, pending)
+	}
+}
+
+// A proxy whose instance ID names no pod of the cluster (a Ray that reports another) is matched by its IP.
+func TestSwitchMatchesAProxyByIPWhenItsInstanceIDNamesNoPod(t *testing.T) {
+	w, _ := serving(t)
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.step(t)
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	w.addCluster(pending)
+	unready := worker(pending, 1, false)
+	unready.Status.PodIP = "10.0.9.9"
+	w.pods = append(w.pods, unready)
+	w.running(pending)
+	w.serve[pending].Details.Proxies = map[string]dashboard.ServeProxy{"n": {NodeID: "n", NodeIP: "10.0.9.9", NodeInstanceID: "i-0123", Status: dashboard.ProxyHealthy}}
+	if d := w.step(t); has(d, SyncService) != nil || has(d, MarkSwitch) == nil {
+		t.Fatalf("%v: want a wait for the pod at the proxy's IP", kinds(d))
 	}
 }
 

@@ -32,7 +32,8 @@ import (
 // rayservices/finalizers lets the clusters and Services made for a RayService carry a blocking owner
 // reference to it. RayClusters are created for a RayService (each name stored in its status first), updated
 // in place when only worker groups were appended, patched only to set or clear kray's deletion deadline
-// annotation on a cluster that no longer serves, and deleted once that deadline passed (only clusters it
+// annotation on a cluster that no longer serves and its switch deadline annotation on the pending cluster,
+// and deleted once that deadline passed (only clusters it
 // owns, by UID precondition). The RayService's head and serve Services are created, updated only to
 // follow the serving cluster, and deleted only by a suspend (with every cluster of the RayService); a Service whose create finds it existing is read once by name. Pods are read
 // from the cache, and a head pod is patched only in its ray.io/serve label. A cluster's token auth Secret is
