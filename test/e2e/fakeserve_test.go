@@ -130,6 +130,10 @@ func (f *fakeServe) probed(ns, pod string) int {
 
 // serveAPI answers a Serve REST API call for cluster ("<namespace>/<cluster>").
 func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster string) {
+	var nodes []corev1.Pod
+	if r.Method == http.MethodGet {
+		nodes = rayNodePods(cluster) // before the lock: the proxy health checks never wait on the API server
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[cluster] {
@@ -143,7 +147,7 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 	}
 	switch r.Method {
 	case http.MethodGet:
-		writeJSON(w, http.StatusOK, f.details(cluster, c, time.Now()))
+		writeJSON(w, http.StatusOK, f.details(c, nodes, time.Now()))
 	case http.MethodPut:
 		body, _ := io.ReadAll(r.Body)
 		var config struct {
@@ -210,9 +214,9 @@ func (f *fakeServe) serveAPI(w http.ResponseWriter, r *http.Request, cluster str
 	}
 }
 
-// details is Serve's declarative details of c, the cluster key ("<namespace>/<cluster>"), now, as the
-// dashboard renders them.
-func (f *fakeServe) details(key string, c *serveCluster, now time.Time) map[string]any {
+// details is Serve's declarative details of c, whose Ray nodes are the pods nodes, now, as the dashboard
+// renders them.
+func (f *fakeServe) details(c *serveCluster, nodes []corev1.Pod, now time.Time) map[string]any {
 	apps := map[string]any{}
 	for name, app := range c.apps {
 		settled := now.Sub(app.since) >= deployFor
@@ -239,7 +243,7 @@ func (f *fakeServe) details(key string, c *serveCluster, now time.Time) map[stri
 			"last_deployed_time_s": float64(app.since.UnixMilli()) / 1000, "deployments": deployments}
 	}
 	proxies := map[string]any{}
-	for _, p := range f.proxied(key, c) {
+	for _, p := range proxied(c, nodes) {
 		id := hex.EncodeToString(nodeIDOf(p.UID))
 		proxies[id] = map[string]any{"node_id": id, "node_ip": p.Status.PodIP, "node_instance_id": p.Name, "actor_id": id[:32],
 			"actor_name": "SERVE_PROXY_ACTOR-" + id, "worker_id": id, "log_file_path": "/serve/proxy.log", "status": "HEALTHY"}
@@ -250,35 +254,27 @@ func (f *fakeServe) details(key string, c *serveCluster, now time.Time) map[stri
 
 // proxiedPods are the names of the pods of cluster in ns that Serve runs a proxy on now.
 func (f *fakeServe) proxiedPods(ns, cluster string) map[string]bool {
+	nodes := rayNodePods(ns + "/" + cluster)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]bool{}
 	if c := f.clusters[ns+"/"+cluster]; c != nil {
-		for _, p := range f.proxied(ns+"/"+cluster, c) {
+		for _, p := range proxied(c, nodes) {
 			out[p.Name] = true
 		}
 	}
 	return out
 }
 
-// proxied are the pods of the cluster key ("<namespace>/<cluster>") Serve runs a proxy on: none before a
-// config runs, then the head and each live worker that runs a replica of c (see fakeServe).
-func (f *fakeServe) proxied(key string, c *serveCluster) []corev1.Pod {
-	replicas := 0
-	for _, app := range c.apps {
-		if !app.deleting {
-			replicas += app.replicas
-		}
-	}
-	if c.capacity != nil {
-		replicas = int(math.Ceil(float64(replicas) * *c.capacity / 100)) // Serve scales each deployment; the fake, the sum
-	}
-	if len(c.apps) == 0 {
-		return nil
-	}
+// rayNodePods are the pods of the cluster key ("<namespace>/<cluster>") that are Ray nodes: with an IP, not
+// being deleted, and (workers) not drained; the head first, the workers by name. None when they cannot be
+// listed.
+func rayNodePods(key string) []corev1.Pod {
 	ns, cluster, _ := strings.Cut(key, "/")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	list := &corev1.PodList{}
-	if err := k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{constants.LabelCluster: cluster}); err != nil {
+	if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{constants.LabelCluster: cluster}); err != nil {
 		return nil
 	}
 	var heads, workers []corev1.Pod
@@ -296,7 +292,34 @@ func (f *fakeServe) proxied(key string, c *serveCluster) []corev1.Pod {
 		}
 	}
 	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
-	return append(heads, workers[:min(replicas, len(workers))]...)
+	return append(heads, workers...)
+}
+
+// proxied are the pods among nodes (rayNodePods) that c's Serve runs a proxy on: none before a config
+// runs, then the head and each worker that runs a replica (see fakeServe).
+func proxied(c *serveCluster, nodes []corev1.Pod) []corev1.Pod {
+	if len(c.apps) == 0 {
+		return nil
+	}
+	replicas := 0
+	for _, app := range c.apps {
+		if !app.deleting {
+			replicas += app.replicas
+		}
+	}
+	if c.capacity != nil {
+		replicas = int(math.Ceil(float64(replicas) * *c.capacity / 100)) // Serve scales each deployment; the fake, the sum
+	}
+	var out []corev1.Pod
+	for _, p := range nodes {
+		if p.Labels[constants.LabelNodeType] == constants.NodeTypeHead {
+			out = append(out, p)
+		} else if replicas > 0 {
+			out = append(out, p)
+			replicas--
+		}
+	}
+	return out
 }
 
 // probe answers the Serve proxy health check of pod ("<namespace>/<pod>").

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -447,12 +448,32 @@ func TestRayServiceHoldsASwitchToAClusterWithoutEndpoints(t *testing.T) {
 // does not run: a worker is Ready only where Serve runs a proxy.
 const serveProxyGate = "e2e.kray.io/serve-proxy"
 
+// serveProbes plays the readiness probes of Serve proxies (playServeProxyProbes); a test may hold the
+// workers of every cluster but one unready.
+type serveProbes struct {
+	// except is the cluster whose workers' probes are answered while others are held; "" holds none.
+	except atomic.Pointer[string]
+}
+
+// holdAllBut makes every worker of a cluster other than cluster fail its probe, as if its proxy hung.
+func (p *serveProbes) holdAllBut(cluster string) { p.except.Store(&cluster) }
+
+// release answers every probe again.
+func (p *serveProbes) release() { p.except.Store(nil) }
+
+// held reports whether the probes of cluster's workers are held.
+func (p *serveProbes) held(cluster string) bool {
+	except := p.except.Load()
+	return except != nil && *except != cluster
+}
+
 // playServeProxyProbes sets, until the test ends, the serveProxyGate condition of every worker pod in ns
-// that has that gate: True while the fake Serve runs a proxy on it, else False.
-func playServeProxyProbes(t *testing.T, ns string) {
+// that has that gate: True while the fake Serve runs a proxy on it and its probe is not held, else False.
+func playServeProxyProbes(t *testing.T, ns string) *serveProbes {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	probes := &serveProbes{}
 	go func() {
 		for ctx.Err() == nil {
 			pods := &corev1.PodList{}
@@ -468,7 +489,7 @@ func playServeProxyProbes(t *testing.T, ns string) {
 						proxied[cluster] = dash.serve.proxiedPods(ns, cluster)
 					}
 					want := corev1.ConditionFalse
-					if proxied[cluster][p.Name] {
+					if proxied[cluster][p.Name] && !probes.held(cluster) {
 						want = corev1.ConditionTrue
 					}
 					if i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == serveProxyGate }); i >= 0 {
@@ -485,18 +506,20 @@ func playServeProxyProbes(t *testing.T, ns string) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+	return probes
 }
 
 // A new cluster takes the traffic once every pod Serve runs a proxy on is a ready serve endpoint, however
 // many the active cluster had: here Serve runs the sample's 8 replicas on all 3 workers of the active cluster
 // (4 ready serve endpoints with the head), and the new config's single replica on one worker of the new
-// cluster, whose other two workers never become ready (their Serve proxy does not answer).
+// cluster, whose other two workers never become ready (their Serve proxy does not answer). While the proxied
+// worker's probe is held, the switch waits for it, and says so.
 func TestRayServiceSwitchesWithFewerServeProxiesThanTheActiveCluster(t *testing.T) {
 	t.Parallel()
 	needFakeDashboard(t)
 	g := NewWithT(t)
 	ns := namespace(t)
-	playServeProxyProbes(t, ns)
+	probes := playServeProxyProbes(t, ns)
 	sample := kubeRayServiceSample(t, "ray-service.sample.yaml", ns)
 	sample.Spec.RayClusterDeletionDelaySeconds = ptr.To[int32](0)
 	w := &sample.Spec.RayClusterSpec.WorkerGroupSpecs[0]
@@ -508,6 +531,7 @@ func TestRayServiceSwitchesWithFewerServeProxiesThanTheActiveCluster(t *testing.
 		g.Expect(getService(g, svc).Status.NumServeEndpoints).To(BeEquivalentTo(4))
 	}, serviceTimeout, poll).Should(Succeed(), "the head and 3 workers with replicas")
 
+	probes.holdAllBut(old)
 	updateService(t, svc, func(s *rayv1.RayService) {
 		s.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = newImage
 		s.Spec.ServeConfigV2 = "applications:\n  - name: fruit_app\n    import_path: fruit.deployment_graph\n    route_prefix: /fruit\n" +
@@ -515,9 +539,16 @@ func TestRayServiceSwitchesWithFewerServeProxiesThanTheActiveCluster(t *testing.
 	})
 	var pending string
 	g.Eventually(func(g Gomega) {
-		pending = getService(g, svc).Status.PendingServiceStatus.RayClusterName
+		cur := getService(g, svc)
+		pending = cur.Status.PendingServiceStatus.RayClusterName
 		g.Expect(pending).NotTo(BeEmpty())
-	}, serviceTimeout, poll).Should(Succeed())
+		g.Expect(serviceCondition(cur, rayv1.UpgradeInProgress).Message).To(ContainSubstring("on each of the 2 pods Serve runs a proxy on (1 not ready), until"))
+	}, serviceTimeout, poll).Should(Succeed(), "the new cluster waits for the worker Serve runs its replica on")
+	cur := getService(g, svc)
+	g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(old))
+	expectServesFrom(g, svc, svc.Name+"-serve-svc", old)
+
+	probes.release()
 	g.Eventually(func(g Gomega) {
 		cur := getService(g, svc)
 		g.Expect(cur.Status.ActiveServiceStatus.RayClusterName).To(Equal(pending), "UpgradeInProgress: %s", serviceCondition(cur, rayv1.UpgradeInProgress).Message)
@@ -525,7 +556,6 @@ func TestRayServiceSwitchesWithFewerServeProxiesThanTheActiveCluster(t *testing.
 		g.Expect(cur.Status.NumServeEndpoints).To(BeEquivalentTo(2), "the head and the one worker with a replica")
 	}, serviceTimeout, poll).Should(Succeed())
 	expectServesFrom(g, svc, svc.Name+"-serve-svc", pending)
-	g.Expect(old).NotTo(Equal(pending))
 }
 
 // Two operator instances without leader election serve the same RayServices at once: each RayService gets
