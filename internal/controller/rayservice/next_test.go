@@ -443,12 +443,7 @@ func TestSwitchWaitsForEveryServeProxyUntilItsDeadline(t *testing.T) {
 // The switch deadline is the pending cluster's: once it serves, the deadline goes with the next reconcile.
 func TestSwitchDeadlineGoesOnceTheClusterServes(t *testing.T) {
 	w, old := serving(t)
-	w.svc = w.svc.DeepCopy()
-	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
-	w.step(t)
-	pending := w.svc.Status.PendingServiceStatus.RayClusterName
-	w.step(t)
-	rc := w.addCluster(pending)
+	pending, rc := w.upgrade(t)
 	w.running(pending)
 	rc.Annotations[constants.AnnotationSwitchDeadline] = t0.Format(time.RFC3339)
 	w.apply(w.step(t))
@@ -467,12 +462,7 @@ func TestSwitchDeadlineGoesOnceTheClusterServes(t *testing.T) {
 // proxied pods turns unready meanwhile.
 func TestSwitchDeadlineBoundsOneWaitAndTheSwitchHolds(t *testing.T) {
 	w, _ := serving(t)
-	w.svc = w.svc.DeepCopy()
-	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
-	w.step(t)
-	pending := w.svc.Status.PendingServiceStatus.RayClusterName
-	w.step(t)
-	rc := w.addCluster(pending)
+	pending, rc := w.upgrade(t)
 	unready := worker(pending, 1, false)
 	w.pods = append(w.pods, unready)
 	w.running(pending)
@@ -504,12 +494,7 @@ func TestSwitchDeadlineBoundsOneWaitAndTheSwitchHolds(t *testing.T) {
 // A proxy whose instance ID names no pod of the cluster (a Ray that reports another) is matched by its IP.
 func TestSwitchMatchesAProxyByIPWhenItsInstanceIDNamesNoPod(t *testing.T) {
 	w, _ := serving(t)
-	w.svc = w.svc.DeepCopy()
-	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
-	w.step(t)
-	pending := w.svc.Status.PendingServiceStatus.RayClusterName
-	w.step(t)
-	w.addCluster(pending)
+	pending, _ := w.upgrade(t)
 	unready := worker(pending, 1, false)
 	unready.Status.PodIP = "10.0.9.9"
 	w.pods = append(w.pods, unready)
@@ -518,6 +503,18 @@ func TestSwitchMatchesAProxyByIPWhenItsInstanceIDNamesNoPod(t *testing.T) {
 	if d := w.step(t); has(d, SyncService) != nil || has(d, MarkSwitch) == nil {
 		t.Fatalf("%v: want a wait for the pod at the proxy's IP", kinds(d))
 	}
+}
+
+// upgrade changes the serving world's Ray version and returns the pending cluster it prepares, made to
+// exist as addCluster makes it.
+func (w *world) upgrade(t *testing.T) (string, *rayv1.RayCluster) {
+	t.Helper()
+	w.svc = w.svc.DeepCopy()
+	w.svc.Spec.RayClusterSpec.RayVersion = "2.47.0"
+	w.step(t)
+	pending := w.svc.Status.PendingServiceStatus.RayClusterName
+	w.step(t)
+	return pending, w.addCluster(pending)
 }
 
 // proxies makes cluster's Serve report a proxy on each of the pods named, HEALTHY but for the last draining
