@@ -38,6 +38,32 @@ diagnostics() {
   done
 }
 
+# cpu_seconds prints the CPU time the machine and the kind cluster's containers (the cgroup of hack/kind.sh)
+# have used so far, in seconds: "machine kind", kind empty where that cgroup is not there.
+cpu_seconds() {
+  local kind="" f
+  for f in /sys/fs/cgroup/cpuacct/kray-kind/cpuacct.usage /sys/fs/cgroup/kray-kind/cpu.stat; do
+    [[ -r "${f}" ]] || continue
+    case "${f}" in
+      *.usage) kind="$(($(cat "${f}") / 1000000000))" ;;
+      *) kind="$(awk '$1 == "usage_usec" { print int($2 / 1000000) }' "${f}")" ;;
+    esac
+    break
+  done
+  # /proc/stat's first line: user nice system idle iowait irq softirq steal, in USER_HZ (100 a second).
+  printf '%s %s\n' "$(awk 'NR == 1 { print int(($2 + $3 + $4 + $7 + $8 + $9) / 100) }' /proc/stat)" "${kind}"
+}
+
+# report_cpu START prints how much of the CPU the machine used since START (cpu_seconds) went to the kind cluster.
+report_cpu() {
+  local m0 k0 m1 k1
+  read -r m0 k0 <<<"$1"
+  read -r m1 k1 <<<"$(cpu_seconds)"
+  [[ -n "${k0}" && -n "${k1}" ]] || { log "CPU: the kind cluster's cgroup is not readable here"; return 0; }
+  local m=$((m1 - m0)) k=$((k1 - k0))
+  log "CPU while the tests ran: the machine $((m)) s, the kind cluster's containers ${k} s ($((m > 0 ? 100 * k / m : 0))%)"
+}
+
 cleanup() {
   local status=$?
   trap - EXIT
@@ -63,9 +89,11 @@ start="$(date +%s)"
 # shellcheck source=lib/slowest.sh
 source "${ROOT}/hack/lib/slowest.sh"
 out="${ROOT}/.local/kind/e2e-tests.log"
+cpu_start="$(cpu_seconds)"
 KRAY_E2E_KIND=1 KRAY_E2E_OPERATOR=external \
   go test ./test/e2e -count=1 -v -timeout "${KRAY_E2E_TIMEOUT:-30m}" -parallel "${KRAY_KIND_PARALLEL:-3}" \
   -run "${E2E_RUN:-^TestKind}" | tee "${out}" ||
-  { print_slowest "${out}" >&2; exit 1; }
+  { print_slowest "${out}" >&2; report_cpu "${cpu_start}"; exit 1; }
 print_slowest "${out}" >&2
+report_cpu "${cpu_start}"
 log "tests passed in $(($(date +%s) - start)) s"

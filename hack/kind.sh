@@ -53,8 +53,9 @@
 # (<cache>/kind/registry) from one `up` to the next.
 #
 # Environment: KRAY_KIND_CLUSTER (default kray), KRAY_KIND_DIR (default <repo>/.kind: build contexts),
-# KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), KRAY_KIND_WORKERS (default 1), versions
-# from hack/versions.env.
+# KRAY_KIND_DOCKER_DIR (default <cache>/kind/docker: the engine's data), KRAY_KIND_WORKERS (default 1),
+# KRAY_KIND_CPU_SHARES (default 8192: the kind containers' CPU weight, see kind_cgroup), versions from
+# hack/versions.env.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -121,9 +122,11 @@ ensure_docker() {
   log "starting dockerd (data in ${DOCKER_DIR#"${ROOT}"/})"
   # setsid: the engine outlives this script, until `down`.
   mkdir -p "${RUN_DIR}"
+  local parent=()
+  kind_cgroup && parent=(--cgroup-parent "/${KIND_CGROUP}")
   setsid dockerd --data-root "${DOCKER_DIR}/data" --exec-root "${RUN_DIR}/exec" \
     --pidfile "${DOCKER_DIR}/dockerd.pid" --host "unix://${OWN_SOCKET}" --bridge none \
-    --add-runtime "capdrop=${BIN_DIR}/capdrop" --default-runtime capdrop \
+    --add-runtime "capdrop=${BIN_DIR}/capdrop" --default-runtime capdrop "${parent[@]}" \
     >"${DOCKER_DIR}/dockerd.log" 2>&1 </dev/null &
   export DOCKER_HOST="unix://${OWN_SOCKET}"
   local i
@@ -133,6 +136,35 @@ ensure_docker() {
   done
   tail -n 20 "${DOCKER_DIR}/dockerd.log" >&2 || true
   die "dockerd did not answer within 60 s (log: ${DOCKER_DIR}/dockerd.log)"
+}
+
+# The CPU weight of the kind cluster's node containers, together, against every other scheduling entity of the
+# machine. Each process the local cluster starts (hack/lib/processes.sh) leads a session of its own, so the
+# kernel's autogroups give each of them the weight of a whole cgroup: at the default weight, the kind cluster's
+# two nodes, their kubelets and every Ray pod would share what one local etcd gets, and exec probes would time out
+# while the local suites run beside (hack/beside.sh). Eight times the default lets the kind cluster take about
+# half the machine against the local cluster's busy daemons.
+KIND_CGROUP=kray-kind
+KIND_CPU_SHARES="${KRAY_KIND_CPU_SHARES:-8192}"
+
+# kind_cgroup makes the cgroup the engine puts its containers under, with the kind cluster's CPU weight, and
+# fails (the engine then keeps its default) where the cpu controller cannot be written.
+kind_cgroup() {
+  local v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
+  if [[ -f "${v1}/cpu.shares" ]] && mkdir -p "${v1}/${KIND_CGROUP}" 2>/dev/null &&
+    echo "${KIND_CPU_SHARES}" >"${v1}/${KIND_CGROUP}/cpu.shares" 2>/dev/null; then
+    log "kind containers: cgroup ${KIND_CGROUP}, cpu.shares ${KIND_CPU_SHARES}"
+    return 0
+  fi
+  # cgroup v2: cpu.weight is shares scaled to 1..10000 (100 is the default of 1024 shares).
+  if [[ -f "${v2}/cgroup.controllers" ]] && grep -qw cpu "${v2}/cgroup.subtree_control" 2>/dev/null &&
+    mkdir -p "${v2}/${KIND_CGROUP}" 2>/dev/null &&
+    echo "$((KIND_CPU_SHARES * 100 / 1024))" >"${v2}/${KIND_CGROUP}/cpu.weight" 2>/dev/null; then
+    log "kind containers: cgroup ${KIND_CGROUP}, cpu.weight $((KIND_CPU_SHARES * 100 / 1024))"
+    return 0
+  fi
+  log "kind containers: the cpu cgroup cannot be written here; they keep the engine's default weight"
+  return 1
 }
 
 stop_own_docker() {
