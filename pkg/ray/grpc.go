@@ -23,6 +23,8 @@ import (
 const (
 	MethodGetClusterResourceState = "/ray.rpc.autoscaler.AutoscalerStateService/GetClusterResourceState"
 	MethodDrainNode               = "/ray.rpc.autoscaler.AutoscalerStateService/DrainNode"
+	// MethodGetClusterID is NodeInfoGcsService's (package ray.rpc), which a raylet calls first.
+	MethodGetClusterID = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 )
 
 // Ray's token authentication: the metadata key and the prefix of its value.
@@ -213,4 +215,14 @@ func (c grpcClient) Drain(ctx context.Context, nodeID []byte, reason string, dea
 		return DrainReply{}, c.callError("DrainNode", err)
 	}
 	return DecodeDrainReply(reply)
+}
+
+func (c grpcClient) ClusterID(ctx context.Context) ([]byte, error) {
+	ctx, cancel := c.outgoing(ctx)
+	defer cancel()
+	var reply []byte
+	if err := c.conn.Invoke(ctx, MethodGetClusterID, []byte{}, &reply); err != nil {
+		return nil, c.callError("GetClusterId", err)
+	}
+	return DecodeClusterIDReply(reply)
 }

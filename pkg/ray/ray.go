@@ -1,5 +1,6 @@
 // Package ray is kray's small client for a Ray cluster's GCS: it lists the Ray nodes and asks the GCS to drain
-// one, over Ray's gRPC AutoscalerStateService (the service the Ray autoscaler itself uses). Messages are
+// one, over Ray's gRPC AutoscalerStateService (the service the Ray autoscaler itself uses), and asks the
+// cluster's ID of its NodeInfoGcsService (as every raylet does when it starts). Messages are
 // encoded by hand with protowire from Ray's autoscaler.proto, so kray needs no generated Ray code.
 package ray
 
@@ -70,6 +71,9 @@ type Client interface {
 	// Drain asks the GCS to drain a node before deadline; Ray stops scheduling work on it and lets running
 	// work finish. The request is idempotent.
 	Drain(ctx context.Context, nodeID []byte, reason string, deadline time.Time) (DrainReply, error)
+	// ClusterID is the ID of the Ray cluster the GCS serves: a GCS started without fault tolerance has a new
+	// one, and one that restores its state from storage keeps it.
+	ClusterID(ctx context.Context) ([]byte, error)
 }
 
 // Dialer returns the Client of the GCS at address (host:port), which presents creds with every call.

@@ -23,6 +23,10 @@ const (
 	fieldDrainDeadlineMs           = 4  // DrainNodeRequest.deadline_timestamp_ms
 	fieldDrainAccepted             = 1  // DrainNodeReply.is_accepted
 	fieldDrainRejection            = 2  // DrainNodeReply.rejection_reason_message
+	fieldClusterIDStatus           = 1  // gcs_service.proto GetClusterIdReply.status
+	fieldClusterID                 = 2  // gcs_service.proto GetClusterIdReply.cluster_id
+	fieldGcsStatusCode             = 1  // gcs.proto GcsStatus.code
+	fieldGcsStatusMessage          = 2  // gcs.proto GcsStatus.message
 )
 
 // Bounds on what kray keeps of a GCS answer: gRPC bounds its bytes (maxReply), these the memory decoding them
@@ -30,8 +34,10 @@ const (
 const (
 	// maxNodes bounds the nodes of a cluster's state; Ray's largest clusters hold a few thousand.
 	maxNodes = 10000
-	// maxRejection bounds a drain rejection's reason, which goes into an event.
+	// maxRejection bounds a drain rejection's reason, which goes into an event, and a GCS status message.
 	maxRejection = 512
+	// maxClusterID bounds a cluster ID; Ray's are 28 bytes (a UniqueID).
+	maxClusterID = 64
 )
 
 // DrainReasonPreemption is DRAIN_NODE_REASON_PREEMPTION: the GCS may not reject it.
@@ -209,6 +215,49 @@ func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []b
 		}
 	}
 	return nil
+}
+
+// EncodeClusterIDReply encodes a GetClusterIdReply with an OK status.
+func EncodeClusterIDReply(id []byte) []byte {
+	var b []byte
+	b = protowire.AppendTag(b, fieldClusterIDStatus, protowire.BytesType)
+	b = protowire.AppendBytes(b, nil)
+	b = protowire.AppendTag(b, fieldClusterID, protowire.BytesType)
+	return protowire.AppendBytes(b, id)
+}
+
+// DecodeClusterIDReply decodes a GetClusterIdReply: the cluster ID, or an error when the GCS answered with a
+// status other than OK, or with no ID or one longer than any Ray ClusterID.
+func DecodeClusterIDReply(b []byte) ([]byte, error) {
+	var id []byte
+	var code uint64
+	var message string
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		switch {
+		case num == fieldClusterID && typ == protowire.BytesType:
+			id = append([]byte(nil), v...)
+		case num == fieldClusterIDStatus && typ == protowire.BytesType:
+			return eachField(v, func(num protowire.Number, _ protowire.Type, v []byte, n uint64) error {
+				switch num {
+				case fieldGcsStatusCode:
+					code = n
+				case fieldGcsStatusMessage:
+					message = string(v[:min(len(v), maxRejection)])
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case code != 0:
+		return nil, fmt.Errorf("GetClusterId: GCS status %d: %s", code, message)
+	case len(id) == 0 || len(id) > maxClusterID:
+		return nil, fmt.Errorf("GetClusterId: a cluster ID of %d bytes", len(id))
+	}
+	return id, nil
 }
 
 // errEmptyNodeID is returned for a drain request without a node.

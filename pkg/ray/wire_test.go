@@ -155,3 +155,39 @@ func TestDecodeDrainReplyCutsTheRejection(t *testing.T) {
 		t.Errorf("rejection of %d bytes, %v", len(got.Rejection), err)
 	}
 }
+
+func TestClusterIDReply(t *testing.T) {
+	id := []byte(strings.Repeat("c", 28))
+	// status (1, bytes) empty: an OK GcsStatus; cluster_id (2, bytes) the 28 bytes.
+	if got, want := hex.EncodeToString(EncodeClusterIDReply(id)), "0a00"+"121c"+hex.EncodeToString(id); got != want {
+		t.Fatalf("GetClusterIdReply = %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		name, reply string
+		want        []byte
+		err         string
+	}{
+		{name: "ok", reply: "0a00121c" + hex.EncodeToString(id), want: id},
+		{name: "no status", reply: "121c" + hex.EncodeToString(id), want: id},
+		{name: "status first after the ID", reply: "121c" + hex.EncodeToString(id) + "0a00", want: id},
+		// status {code (1, varint) 14; message (2, bytes) "down"}.
+		{name: "status not OK", reply: "0a08080e1204646f776e121c" + hex.EncodeToString(id), err: "GCS status 14: down"},
+		{name: "no ID", reply: "0a00", err: "a cluster ID of 0 bytes"},
+		{name: "an ID too long", reply: "1241" + strings.Repeat("00", 65), err: "a cluster ID of 65 bytes"},
+		{name: "malformed", reply: "12ff", err: "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := hex.DecodeString(tc.reply)
+			got, err := DecodeClusterIDReply(b)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("DecodeClusterIDReply = %x, %v, want an error with %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != string(tc.want) {
+				t.Fatalf("DecodeClusterIDReply = %x, %v, want %x", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -417,3 +417,4 @@ func (c failedClient) Nodes(context.Context) ([]ray.Node, error) { return nil, c
 func (c failedClient) Drain(context.Context, []byte, string, time.Time) (ray.DrainReply, error) {
 	return ray.DrainReply{}, c.err
 }
+func (c failedClient) ClusterID(context.Context) ([]byte, error) { return nil, c.err }

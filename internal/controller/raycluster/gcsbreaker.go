@@ -132,3 +132,14 @@ func (c budgetedClient) Drain(ctx context.Context, nodeID []byte, reason string,
 	c.note(err)
 	return reply, err
 }
+
+func (c budgetedClient) ClusterID(ctx context.Context) ([]byte, error) {
+	if c.spent() {
+		return nil, errGCSBudgetSpent
+	}
+	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	defer cancel()
+	id, err := c.client.ClusterID(ctx)
+	c.note(err)
+	return id, err
+}

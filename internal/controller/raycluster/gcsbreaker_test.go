@@ -38,6 +38,9 @@ func (f *stallingRay) Nodes(context.Context) ([]ray.Node, error) {
 	return f.nodes, nil
 }
 
+// ClusterID answers at once, as the listing does.
+func (f *stallingRay) ClusterID(context.Context) ([]byte, error) { return []byte("c"), nil }
+
 func (f *stallingRay) Drain(ctx context.Context, _ []byte, _ string, _ time.Time) (ray.DrainReply, error) {
 	f.mu.Lock()
 	f.drains++

@@ -25,6 +25,11 @@ type gcsSession struct {
 	listErr error
 }
 
+// ClusterID asks the GCS for its cluster ID.
+func (g *gcsSession) ClusterID(ctx context.Context) ([]byte, error) {
+	return g.client.ClusterID(ctx)
+}
+
 // openGCS returns the reconcile's GCS session, opening it on first use: a paused GCS (gcsBreaker), an
 // unreadable token or an unreadable TLS Secret gives a session whose calls fail at once without reaching the
 // GCS.

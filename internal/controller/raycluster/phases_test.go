@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -278,10 +280,12 @@ func TestDeadPodsAreDeletedAndLivePodsAreNot(t *testing.T) {
 
 // fakeRay is a GCS whose nodes the test sets; it records drain requests.
 type fakeRay struct {
-	nodes   []ray.Node
-	drained []string
-	tokens  []string        // the token of each Dial
-	tls     []*ray.TLSFiles // the TLS material of each Dial
+	nodes []ray.Node
+	// clusterID is what GetClusterId answers; nil answers Unimplemented.
+	clusterID []byte
+	drained   []string
+	tokens    []string        // the token of each Dial
+	tls       []*ray.TLSFiles // the TLS material of each Dial
 }
 
 func (f *fakeRay) Dial(_ string, creds ray.Credentials) (ray.Client, error) {
@@ -295,6 +299,12 @@ func (f *fakeRay) Nodes(context.Context) ([]ray.Node, error) {
 func (f *fakeRay) Drain(_ context.Context, id []byte, _ string, _ time.Time) (ray.DrainReply, error) {
 	f.drained = append(f.drained, string(id))
 	return ray.DrainReply{Accepted: true}, nil
+}
+func (f *fakeRay) ClusterID(context.Context) ([]byte, error) {
+	if f.clusterID == nil {
+		return nil, status.Error(codes.Unimplemented, "GetClusterId")
+	}
+	return f.clusterID, nil
 }
 
 // drainingEnv converges cluster "c" with one worker, c-g-worker-00000, workerDrain's timeout 60 s and mutate

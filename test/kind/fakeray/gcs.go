@@ -24,7 +24,6 @@ import (
 // the fake needs: the node ID (field 1), the instance ID, the pod name as in KubeRay's RAY_CLOUD_INSTANCE_ID
 // (field 2), the raylet's address (field 3) and its CPUs for tasks (field 4).
 const (
-	methodGetClusterID   = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 	methodRegisterNode   = "/ray.rpc.NodeInfoGcsService/RegisterNode"
 	methodUnregisterNode = "/ray.rpc.NodeInfoGcsService/UnregisterNode"
 	methodDrainRaylet    = "/ray.rpc.NodeManagerService/DrainRaylet"
@@ -91,8 +90,8 @@ func (g *gcs) handle(_ any, stream grpc.ServerStream) error {
 		return status.Error(codes.Unauthenticated, "WrongClusterID: Perhaps the client is accessing GCS after it has restarted.")
 	}
 	switch method {
-	case methodGetClusterID:
-		return stream.SendMsg(g.clusterID)
+	case ray.MethodGetClusterID:
+		return stream.SendMsg(ray.EncodeClusterIDReply(g.clusterID))
 	case methodCheckAliveHeartbeat, methodCheckAliveNodeInfo:
 		return stream.SendMsg([]byte{})
 	case methodRegisterNode:

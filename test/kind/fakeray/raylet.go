@@ -67,7 +67,11 @@ func startRaylet(ctx context.Context, gcsAddress, port, instanceID string, cpus 
 		<-ctx.Done()
 		r.server.Stop()
 	}()
-	id, err := callReply(ctx, gcsAddress, methodGetClusterID, []byte{})
+	reply, err := callReply(ctx, gcsAddress, ray.MethodGetClusterID, []byte{})
+	if err != nil {
+		return nil, fmt.Errorf("get the cluster ID of the GCS at %s: %w", gcsAddress, err)
+	}
+	id, err := ray.DecodeClusterIDReply(reply)
 	if err != nil {
 		return nil, fmt.Errorf("get the cluster ID of the GCS at %s: %w", gcsAddress, err)
 	}
