@@ -19,6 +19,11 @@ const (
 	WorkerRestartTTLSeconds      = 600
 )
 
+// WorkerRestartHoldSeconds is how long kruise-daemon holds a restart between taking it and killing the
+// container (the strategy's unreadyGracePeriodSeconds, counted from when kruise-manager marks the pod not
+// ready): the time kray has to withdraw a request whose webhook stamped a run other than the one judged.
+const WorkerRestartHoldSeconds = 1
+
 // WorkerRestart is the Kruise ContainerRecreateRequest that restarts the Ray container of worker pod p in
 // place (same pod, node, IP, volumes and devices), for the container's run run (its container ID) and for
 // reason. Its name is derived from the pod and the run, so the restart of one run is asked once.
@@ -36,7 +41,8 @@ func WorkerRestart(rc *rayv1.RayCluster, p *corev1.Pod, run, reason string) *kru
 			PodName:    p.Name,
 			Containers: []kruisev1alpha1.ContainerRecreateRequestContainer{{Name: p.Spec.Containers[constants.RayContainerIndex].Name}},
 			Strategy: &kruisev1alpha1.ContainerRecreateRequestStrategy{
-				FailurePolicy: kruisev1alpha1.ContainerRecreateRequestFailurePolicyFail,
+				FailurePolicy:             kruisev1alpha1.ContainerRecreateRequestFailurePolicyFail,
+				UnreadyGracePeriodSeconds: ptr.To[int64](WorkerRestartHoldSeconds),
 			},
 			ActiveDeadlineSeconds:   ptr.To[int64](WorkerRestartDeadlineSeconds),
 			TTLSecondsAfterFinished: ptr.To[int32](WorkerRestartTTLSeconds),

@@ -12,7 +12,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 )
 
-// The restart of a worker's Ray container: its one container, Kruise's failure policy, a deadline after
+// The restart of a worker's Ray container: its one container, Kruise's failure policy, a hold before the kill, a deadline after
 // which kray replaces the pod, a name of the pod and the run, and the RayCluster as its controller.
 func TestWorkerRestart(t *testing.T) {
 	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "rc-uid"}}
@@ -50,6 +50,7 @@ spec:
   podName: c-gpu-worker-x7k2p
   strategy:
     failurePolicy: Fail
+    unreadyGracePeriodSeconds: 1
   ttlSecondsAfterFinished: 600
 status:
   phase: ""
