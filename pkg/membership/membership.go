@@ -15,11 +15,18 @@
 //     only: no timestamp of a node or of the API server is compared with another clock.
 //
 // Time out of the GCS is counted per head run (a new head container is a new GCS: everything starts over) and
-// per worker run (a restarted container starts over). What is remembered lives in memory only; an operator
-// that restarts starts over from its first answer, which can only delay a restart, never cause one.
+// per worker run (a restarted container starts over).
+//
+// One case needs no grace: a worker run that a GCS of cluster ID X listed alive, at least BindAfter after the
+// run was first seen, is bound to X. A raylet keeps the cluster ID it fetched first, and a GCS refuses the
+// calls of another cluster's raylet, so while the head's current GCS answers with another ID and the cluster
+// has no fault tolerance (which keeps the ID), that run can never join again: it is restarted at once. What
+// is remembered lives in memory only; an operator that restarts starts over from its first answer, with no
+// binding, which can only delay a restart, never cause one.
 package membership
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kray-project/kray/pkg/ray"
@@ -41,6 +48,11 @@ const (
 	// MaxBackOff bounds the wait before another restart of a worker whose restarted runs keep staying out of
 	// the GCS, as the kubelet bounds its crash-loop back-off.
 	MaxBackOff = 5 * time.Minute
+	// BindAfter is how long after a run was first seen a listing of its pod's node must come to bind the run to
+	// that GCS's cluster ID. Until Ray's GCS marks a raylet that stopped answering dead (its health checks: 3 s
+	// apart, dead after 5 misses), it may still list the node of the pod's previous run; a listing this late is
+	// the run's own node.
+	BindAfter = 30 * time.Second
 )
 
 // Reason says why a worker pod is restarted.
@@ -69,6 +81,8 @@ type Memory struct {
 	// head is the head run the rest is about, and headSeen when this memory first saw it.
 	head     string
 	headSeen time.Time
+	// cluster is the cluster ID the head run's GCS reported with an answer that listed the head; "" before.
+	cluster string
 	// answered is when the head run's GCS first gave an answer that lists the head; zero before.
 	answered time.Time
 	// lastAnswer is when it last did.
@@ -81,6 +95,10 @@ type Memory struct {
 // run is what is known of one worker run.
 type run struct {
 	firstSeen time.Time
+	// bound is the cluster ID of the last GCS that listed the run alive at least BindAfter after firstSeen;
+	// bindTried is set once such a listing came, with an ID or without.
+	bound     string
+	bindTried bool
 	// listed: the last answer listed a live node of the run; listedReady: the pod was ready then.
 	listed, listedReady bool
 	// missingSince is when the first answer that did not list the run came, since it was last listed.
@@ -93,7 +111,8 @@ type run struct {
 type Look struct {
 	// Ask is set when the GCS must be asked now.
 	Ask bool
-	// Later is when a worker out of the GCS reaches its grace; zero when none is out.
+	// Later is when the GCS must next be asked: a worker out of it reaches its grace, or a run is BindAfter old
+	// and not bound yet; zero when neither will happen.
 	Later time.Time
 }
 
@@ -103,11 +122,21 @@ type Lost struct {
 	Reason Reason
 	// Out is how long the GCS has not listed it; Grace is its grace, before any back-off.
 	Out, Grace time.Duration
+	// Bound is the cluster ID the run is bound to when it is lost for that alone (its grace is zero), else "".
+	Bound string
+}
+
+// Answer is one answer of the head's GCS: the nodes it lists, and the cluster ID it reported in the same
+// session ("" when it did not).
+type Answer struct {
+	Nodes     []ray.Node
+	ClusterID string
 }
 
 // Observe records the pods of one reconcile at now, and returns whether the GCS must be asked. Nothing is
 // asked while the head is not running and ready. The steady state asks nothing: every worker that the head
-// run's GCS listed and that stays ready, and every ready worker first seen after that GCS answered.
+// run's GCS listed and that stays ready, and every ready worker first seen after that GCS answered, once its
+// run was asked about BindAfter after it was first seen (without fault tolerance, to bind it).
 func (m *Memory) Observe(head Head, workers []Worker, now time.Time, o Options) Look {
 	if head.Run == "" {
 		return Look{}
@@ -117,9 +146,9 @@ func (m *Memory) Observe(head Head, workers []Worker, now time.Time, o Options) 
 		// the runs that predate the new head.
 		runs := make(map[string]*run, len(m.runs))
 		for key, r := range m.runs {
-			runs[key] = &run{firstSeen: r.firstSeen}
+			runs[key] = &run{firstSeen: r.firstSeen, bound: r.bound, bindTried: r.bound != ""}
 		}
-		*m = Memory{head: head.Run, headSeen: now, runs: runs}
+		*m = Memory{head: head.Run, headSeen: now, runs: runs, restarts: m.restarts}
 	}
 	seen := make(map[string]bool, len(workers))
 	var l Look
@@ -150,22 +179,31 @@ func (m *Memory) Observe(head Head, workers []Worker, now time.Time, o Options) 
 		default:
 			l.Ask = true // never judged by this GCS
 		}
-	}
-	pods := make(map[string]bool, len(workers))
-	for _, w := range workers {
-		pods[string(w.Pod.UID)] = true
+		if !o.FaultTolerant && !r.bindTried && r.missingSince.IsZero() {
+			// Once, BindAfter after it was first seen: the listing that binds the run to its cluster ID.
+			if due := r.firstSeen.Add(BindAfter); !now.Before(due) {
+				l.Ask = true
+			} else if l.Later.IsZero() || due.Before(l.Later) {
+				l.Later = due
+			}
+		}
 	}
 	for key := range m.runs {
 		if !seen[key] {
 			delete(m.runs, key) // the pod went, or its container restarted: a new run starts over
 		}
 	}
+	return l
+}
+
+// Pods forgets the restarts counted for pods that are not among uids, the cluster's worker pods whether or not
+// their Ray container runs: a count outlives the restart it counts, so that the next restart backs off.
+func (m *Memory) Pods(uids []string) {
 	for uid := range m.restarts {
-		if !pods[uid] {
+		if !slices.Contains(uids, uid) {
 			delete(m.restarts, uid)
 		}
 	}
-	return l
 }
 
 // Verdict is what a GCS's answer decides.
@@ -178,23 +216,32 @@ type Verdict struct {
 
 // Heard records the GCS's answer at now and returns the workers it has not listed for their grace. An answer
 // that does not list this cluster's head, alive at the head pod's IP, is not this cluster's GCS speaking: it
-// is ignored. workers are those given to the Observe of the same reconcile.
-func (m *Memory) Heard(head Head, workers []Worker, nodes []ray.Node, now time.Time, o Options) Verdict {
+// is ignored, and so is its cluster ID. workers are those given to the Observe of the same reconcile.
+func (m *Memory) Heard(head Head, workers []Worker, a Answer, now time.Time, o Options) Verdict {
 	var v Verdict
-	if head.Run == "" || head.Run != m.head || !listsHead(nodes, head) {
+	if head.Run == "" || head.Run != m.head || !listsHead(a.Nodes, head) {
 		return v
 	}
 	if m.answered.IsZero() {
 		m.answered = now
 	}
 	m.lastAnswer = now
+	if a.ClusterID != "" {
+		m.cluster = a.ClusterID
+	}
 	for _, w := range workers {
 		r := m.runs[w.Run]
 		if r == nil {
 			continue
 		}
-		if Listed(nodes, w.Pod.Name, IPs(w.Pod)) {
+		if Listed(a.Nodes, w.Pod.Name, IPs(w.Pod)) {
 			r.listed, r.listedReady, r.missingSince = true, w.Ready, time.Time{}
+			if now.Sub(r.firstSeen) >= BindAfter {
+				r.bindTried = true
+				if m.cluster != "" {
+					r.bound = m.cluster
+				}
+			}
 			delete(m.restarts, string(w.Pod.UID))
 			continue
 		}
@@ -204,7 +251,11 @@ func (m *Memory) Heard(head Head, workers []Worker, nodes []ray.Node, now time.T
 		}
 		gone, grace := now.Sub(r.missingSince), m.grace(r, o)
 		if gone >= grace {
-			v.Lost = append(v.Lost, Lost{Worker: w, Reason: m.reason(r, o), Out: gone, Grace: grace})
+			l := Lost{Worker: w, Reason: m.reason(r, o), Out: gone, Grace: grace}
+			if m.foreign(r, o) {
+				l.Bound = r.bound
+			}
+			v.Lost = append(v.Lost, l)
 		} else if due := r.missingSince.Add(grace); v.Later.IsZero() || due.Before(v.Later) {
 			v.Later = due
 		}
@@ -272,8 +323,22 @@ func BackOff(grace time.Duration, restarts int) time.Duration {
 	return d
 }
 
+// Identified reports whether the cluster ID of head's run is known: its GCS reported it with an answer.
+func (m *Memory) Identified(head Head) bool {
+	return head.Run != "" && head.Run == m.head && m.cluster != ""
+}
+
+// foreign reports whether the run is bound to a cluster ID other than the current GCS's, in a cluster without
+// fault tolerance: its raylet can never join that GCS.
+func (m *Memory) foreign(r *run, o Options) bool {
+	return !o.FaultTolerant && r.bound != "" && m.cluster != "" && r.bound != m.cluster
+}
+
 // grace is the run's grace.
 func (m *Memory) grace(r *run, o Options) time.Duration {
+	if m.foreign(r, o) {
+		return 0
+	}
 	if m.reason(r, o) == ReasonHeadReplaced {
 		if o.HeadReplacedGrace > 0 {
 			return o.HeadReplacedGrace
@@ -286,11 +351,11 @@ func (m *Memory) grace(r *run, o Options) time.Duration {
 	return DefaultGrace
 }
 
-// reason is why the run would be restarted: HeadReplaced for a run seen before the current head run, in a
-// cluster without fault tolerance. An operator that starts sees both at once, and gives its runs the longer
-// grace.
+// reason is why the run would be restarted: HeadReplaced for a run seen before the current head run, or bound
+// to another cluster ID, in a cluster without fault tolerance. An operator that starts sees both at once, and
+// gives its runs the longer grace.
 func (m *Memory) reason(r *run, o Options) Reason {
-	if r.firstSeen.Before(m.headSeen) && !o.FaultTolerant {
+	if (!r.firstSeen.After(m.headSeen) || m.foreign(r, o)) && !o.FaultTolerant {
 		return ReasonHeadReplaced
 	}
 	return ReasonNotInGCS

@@ -2,6 +2,7 @@ package raycluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,12 +48,15 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 	o := membership.Options{Grace: r.HealGrace, FaultTolerant: spec.FTEnabled(s.effective)}
 	head := membership.HeadOf(s.headPod())
 	var workers []membership.Worker
+	var pods []string
 	for _, p := range s.workerPods() {
+		pods = append(pods, string(p.UID))
 		if w, ok := membership.WorkerOf(p); ok {
 			workers = append(workers, w)
 		}
 	}
 	mem := r.heal.of(s.rc)
+	mem.Pods(pods)
 	look := mem.Observe(head, workers, now, o)
 	if !look.Later.IsZero() {
 		s.retryAfter(look.Later.Sub(now))
@@ -65,14 +69,24 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 	if !look.Ask {
 		return nil
 	}
-	nodes, err := r.openGCS(ctx, s).Nodes(ctx)
+	gcs := r.openGCS(ctx, s)
+	var answer membership.Answer
+	if !o.FaultTolerant && !mem.Identified(head) {
+		// Asked before the listing, so that an ID is only kept with an answer that shows this head's GCS. A
+		// GCS that does not answer it only leaves its runs to the graces.
+		if id, err := gcs.ClusterID(ctx); err == nil {
+			answer.ClusterID = hex.EncodeToString(id)
+		}
+	}
+	nodes, err := gcs.Nodes(ctx)
 	if err != nil {
 		// Nothing is known of the cluster's membership; the breaker reports the GCS. Nothing else may come to
 		// reconcile the cluster (a zombie's readiness never changes): look again once a pause would end.
 		s.retryAfter(gcsPauseFirst)
 		return nil
 	}
-	v := mem.Heard(head, workers, nodes, now, o)
+	answer.Nodes = nodes
+	v := mem.Heard(head, workers, answer, now, o)
 	if !v.Later.IsZero() {
 		s.retryAfter(v.Later.Sub(now))
 	}
@@ -89,19 +103,21 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 // lags may still show a run that Ray itself already ended.
 func (r *Reconciler) restartWorker(ctx context.Context, s *state, mem *membership.Memory, l membership.Lost, now time.Time) error {
 	p := l.Worker.Pod
-	if current, err := r.stillRuns(ctx, l.Worker); err != nil || !current {
-		return err
-	}
-	if asked, ok := mem.WasAsked(l.Worker.Run); ok {
-		return r.followRestart(ctx, s, l, asked, now)
-	}
-	if n := mem.Restarts(l.Worker); n > 0 {
+	asked, wasAsked := mem.WasAsked(l.Worker.Run)
+	if n := mem.Restarts(l.Worker); n > 0 && !wasAsked {
+		// Before any read: a worker that restarts do not bring back costs nothing while it waits.
 		wait := membership.BackOff(l.Grace, n)
 		s.warn(EventWorkerNotJoining, "Worker pod %s has stayed out of its cluster's GCS after %d restarts; the next one waits until it has been out %s: check what keeps it from the head (a NetworkPolicy on its side, its TLS)", p.Name, n, wait)
 		if l.Out < wait {
 			s.retryAfter(wait - l.Out)
 			return nil
 		}
+	}
+	if current, err := r.stillRuns(ctx, l.Worker); err != nil || !current {
+		return err
+	}
+	if wasAsked {
+		return r.followRestart(ctx, s, l, asked, now)
 	}
 	if p.Annotations[constants.AnnotationRestartPolicy] == string(corev1.RestartPolicyNever) {
 		// A restarted container is an exit under Never (scale.ExitedUnderNever): the pod is replaced instead.
@@ -110,6 +126,12 @@ func (r *Reconciler) restartWorker(ctx context.Context, s *state, mem *membershi
 	crr := builder.WorkerRestart(s.rc, p, l.Worker.ContainerID, string(l.Reason))
 	switch err := r.Writer.Create(ctx, crr); {
 	case err == nil:
+		if stamped := stampedRun(crr); stamped != l.Worker.ContainerID {
+			// Kruise's webhook stamped another run of the container than the one judged (its cache lags or
+			// leads the API server's): that run is not kray's to restart. The daemon holds the request for its
+			// unready grace, so deleting it now, while it is that request, kills nothing.
+			return r.withdrawRestart(ctx, s, crr, stamped)
+		}
 		mem.Asked(l.Worker.Run, now)
 		mem.Restarted(l.Worker)
 		metrics.WorkerRestarted(string(l.Reason), metrics.RestartInPlace)
@@ -171,14 +193,30 @@ func (r *Reconciler) followRestart(ctx context.Context, s *state, l membership.L
 	return nil
 }
 
-// takenByDaemon reports whether a kruise-daemon took the request: it records the container it restarts.
+// takenByDaemon reports whether a kruise-daemon took the request: the daemon records a state for each container
+// it works on, and kruise-manager completes a request that no daemon answered within a minute without any.
 func takenByDaemon(crr *kruisev1alpha1.ContainerRecreateRequest) bool {
-	for _, c := range crr.Spec.Containers {
-		if c.StatusContext != nil {
-			return true
-		}
+	return len(crr.Status.ContainerRecreateStates) > 0
+}
+
+// stampedRun is the container ID Kruise's webhook stamped on the request's container at its creation: the run
+// kruise-daemon restarts, and only while it still runs.
+func stampedRun(crr *kruisev1alpha1.ContainerRecreateRequest) string {
+	if len(crr.Spec.Containers) == 0 || crr.Spec.Containers[0].StatusContext == nil {
+		return ""
 	}
-	return false
+	return crr.Spec.Containers[0].StatusContext.ContainerID
+}
+
+// withdrawRestart deletes a request just created that names a run other than the one judged, by its UID: a
+// request of the same name made since is not touched. No restart is counted; the next reconcile judges again.
+func (r *Reconciler) withdrawRestart(ctx context.Context, s *state, crr *kruisev1alpha1.ContainerRecreateRequest, stamped string) error {
+	err := r.Writer.Delete(ctx, crr, client.Preconditions{UID: ptr.To(crr.UID)})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("withdraw ContainerRecreateRequest %s, stamped with run %q: %w", crr.Name, stamped, err)
+	}
+	s.retryAfter(restartPoll)
+	return nil
 }
 
 // replaceWorker names the pod in its CloneSet's podsToDelete with its replicas unchanged, so that Kruise
@@ -224,11 +262,19 @@ func (r *Reconciler) replaceWorker(ctx context.Context, s *state, l membership.L
 func reasonText(l membership.Lost) string {
 	switch l.Reason {
 	case membership.ReasonHeadReplaced:
-		return fmt.Sprintf("it ran before the head's new GCS (the head was replaced without GCS fault tolerance), which has not listed its Ray node for %s", l.Out)
+		if l.Bound != "" {
+			return fmt.Sprintf("its raylet belongs to Ray cluster %s, and the head's GCS is a new cluster (the head was replaced without GCS fault tolerance) that it can never join", shortID(l.Bound))
+		}
+		return fmt.Sprintf("it ran when kray first saw the head's current GCS (a head replaced without GCS fault tolerance leaves such runs out), which has not listed its Ray node for %s", l.Out)
 	case membership.ReasonNotInGCS:
 		return fmt.Sprintf("the cluster's GCS has not listed a live Ray node for it for %s", l.Out)
 	}
 	return string(l.Reason)
+}
+
+// shortID is the first 12 hex digits of a cluster ID, enough to tell two apart in an event.
+func shortID(id string) string {
+	return id[:min(len(id), 12)]
 }
 
 // hostsOf is the hosts per replica of the pod's worker group, 1 when the group is not in the spec.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
@@ -296,17 +298,30 @@ func TestAWorkerThatNeverJoinsIsRestartedWithABackOff(t *testing.T) {
 	if err := e.api.Update(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	// The restarted run never joins either.
-	restartedRun(t, e, workers[0], testNow.Add(2*time.Minute+5*time.Second))
+	// The kubelet restarts the container (a reconcile sees it not running), and the new run never joins either.
+	restart := func(d time.Duration) {
+		stoppedRun(t, e, workers[0])
+		e.reconcileAt(rc, d+2*time.Second)
+		restartedRun(t, e, workers[0], testNow.Add(d+5*time.Second))
+	}
+	restart(2 * time.Minute)
 	e.takeEvents()
+	reads := &podReads{Reader: e.r.APIReader}
+	e.r.APIReader = reads
 	var asked []time.Duration
+	waiting := 0 // live reads of the pod in reconciles that asked no restart
 	for d := 2*time.Minute + 10*time.Second; d <= 12*time.Minute; d += 10 * time.Second {
-		before := len(e.crrsOf(workers[0]))
+		before, read := len(e.crrsOf(workers[0])), reads.of(workers[0])
 		e.reconcileAt(rc, d)
 		if len(e.crrsOf(workers[0])) > before {
 			asked = append(asked, d)
-			restartedRun(t, e, workers[0], testNow.Add(d+5*time.Second))
+			restart(d)
+		} else {
+			waiting += reads.of(workers[0]) - read
 		}
+	}
+	if waiting != 0 {
+		t.Errorf("%d live reads of the pod while its next restart waits out its back-off, want none", waiting)
 	}
 	// Without a back-off a restart would come every grace period (60 s): ten in these ten minutes.
 	if len(asked) > 4 {
@@ -328,6 +343,42 @@ func TestAWorkerThatNeverJoinsIsRestartedWithABackOff(t *testing.T) {
 	if cond := meta.FindStatusCondition(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster).Status.Conditions, constants.ConditionWorkersNotJoining); cond != nil {
 		t.Errorf("condition %s = %+v once the worker joined, want none", constants.ConditionWorkersNotJoining, cond)
 	}
+}
+
+// stoppedRun shows the pod's Ray container not running, as while the kubelet restarts it.
+func stoppedRun(t *testing.T, e *env, name string) {
+	t.Helper()
+	p := e.get(&corev1.Pod{}, name).(*corev1.Pod)
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	if err := e.api.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podReads is a reader that counts its reads of each pod, by name.
+type podReads struct {
+	client.Reader
+	mu   sync.Mutex
+	pods map[string]int
+}
+
+func (r *podReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		r.mu.Lock()
+		if r.pods == nil {
+			r.pods = map[string]int{}
+		}
+		r.pods[key.Name]++
+		r.mu.Unlock()
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// of is how many times the pod named name was read.
+func (r *podReads) of(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[name]
 }
 
 // crrsOf are the restarts asked for the pod named name, whatever their run.

@@ -43,6 +43,7 @@ func membershipEnv(t *testing.T, headStarted, workerStarted time.Duration, nodes
 	e := newEnv(t, rc)
 	gcs := &fakeRay{nodes: nodes}
 	e.r.Ray = gcs
+	e.r.Writer = kruiseWebhook{Writer: e.r.Writer, from: e.api}
 	e.converge(rc)
 	run := func(headStarted time.Duration) {
 		for _, name := range e.pods(rc) {
@@ -187,7 +188,7 @@ func TestWorkersOfAReplacedHeadRestartInPlaceOnce(t *testing.T) {
 
 // Workers that the GCS lists, a GCS that does not answer, and the switch turned off: nothing is restarted,
 // however long the reconciles go on. In the steady state the GCS is asked once per head run (kray's memory
-// starts with the operator), then no more.
+// starts with the operator), once more BindAfter later to bind the workers' runs to its cluster ID, then no more.
 func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -199,7 +200,7 @@ func TestWorkersThatAreNotLostAreLeftAlone(t *testing.T) {
 		// dials is how many times the GCS is asked over the reconciles.
 		dials int
 	}{
-		{name: "steady state", headStarted: time.Hour, workerStarted: 10 * time.Minute, nodes: bothNodes, dials: 1},
+		{name: "steady state", headStarted: time.Hour, workerStarted: 10 * time.Minute, nodes: bothNodes, dials: 2},
 		{name: "head replaced, workers reconnected", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: bothNodes, dials: 1},
 		{name: "head replaced, GCS not answering", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, gcsErr: true},
 		{name: "healing turned off", headStarted: 20 * time.Second, workerStarted: 10 * time.Minute, nodes: []ray.Node{headNode},
@@ -307,6 +308,31 @@ func TestLostWorkerIsReplacedWhenItCannotRestartInPlace(t *testing.T) {
 			t.Errorf("CloneSet podsToDelete %v after another reconcile, want the two names once", cs.Spec.ScaleStrategy.PodsToDelete)
 		}
 	})
+}
+
+// kruiseWebhook is a writer whose API server stamps each ContainerRecreateRequest created as Kruise's mutating
+// webhook does: each container's statusContext, its ID and restart count, from the pod as from reads it
+// (kruise-manager's cache, which may lag or lead the API server).
+type kruiseWebhook struct {
+	shared.Writer
+	from client.Reader
+}
+
+func (w kruiseWebhook) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if crr, ok := obj.(*kruisev1alpha1.ContainerRecreateRequest); ok {
+		p := &corev1.Pod{}
+		if err := w.from.Get(ctx, client.ObjectKey{Namespace: crr.Namespace, Name: crr.Spec.PodName}, p); err != nil {
+			return err
+		}
+		for i := range crr.Spec.Containers {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == crr.Spec.Containers[i].Name {
+					crr.Spec.Containers[i].StatusContext = &kruisev1alpha1.ContainerRecreateRequestContainerContext{ContainerID: cs.ContainerID, RestartCount: cs.RestartCount}
+				}
+			}
+		}
+	}
+	return w.Writer.Create(ctx, obj, opts...)
 }
 
 // failingRay is a GCS that never answers.
