@@ -87,6 +87,8 @@ type Memory struct {
 	answered time.Time
 	// lastAnswer is when it last did.
 	lastAnswer time.Time
+	// unanswered counts the asks in a row the GCS did not answer.
+	unanswered int
 	runs       map[string]*run
 	// restarts counts, by pod UID, the restarts kray asked since a run of the pod was last listed.
 	restarts map[string]int
@@ -219,6 +221,7 @@ type Verdict struct {
 // is ignored, and so is its cluster ID. workers are those given to the Observe of the same reconcile.
 func (m *Memory) Heard(head Head, workers []Worker, a Answer, now time.Time, o Options) Verdict {
 	var v Verdict
+	m.unanswered = 0
 	if head.Run == "" || head.Run != m.head || !listsHead(a.Nodes, head) {
 		return v
 	}
@@ -261,6 +264,26 @@ func (m *Memory) Heard(head Head, workers []Worker, a Answer, now time.Time, o O
 		}
 	}
 	return v
+}
+
+// Unanswered bounds the retries of a GCS that does not answer, as the breaker bounds its calls.
+const (
+	firstRetry = 5 * time.Second
+	maxRetry   = time.Minute
+)
+
+// NotAnswered records that the GCS did not answer an ask, and returns how long to wait before the next: 5 s
+// after the first miss, doubling to a minute, so that a GCS the operator cannot reach costs a reconcile a
+// minute at most. An answer, or a new head run, starts over.
+func (m *Memory) NotAnswered() time.Duration {
+	m.unanswered++
+	d := firstRetry
+	for i := 1; i < m.unanswered; i++ {
+		if d *= 2; d >= maxRetry {
+			return maxRetry
+		}
+	}
+	return d
 }
 
 // Asked records that the run's restart was asked at now (or found asked), and returns when it was first.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kray-project/kray/pkg/authtoken"
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/membership"
@@ -79,10 +80,14 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 		}
 	}
 	nodes, err := gcs.Nodes(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, authtoken.ErrK8sTokenAuth):
+		// No call of kray's can reach this GCS (pkg/authtoken): asking again changes nothing until the spec does.
+		return nil
+	case err != nil:
 		// Nothing is known of the cluster's membership; the breaker reports the GCS. Nothing else may come to
-		// reconcile the cluster (a zombie's readiness never changes): look again once a pause would end.
-		s.retryAfter(gcsPauseFirst)
+		// reconcile the cluster (a zombie's readiness never changes): look again, less often at each miss.
+		s.retryAfter(mem.NotAnswered())
 		return nil
 	}
 	answer.Nodes = nodes

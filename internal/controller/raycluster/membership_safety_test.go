@@ -427,3 +427,44 @@ func TestAGCSThatDidNotAnswerIsAskedAgain(t *testing.T) {
 		t.Errorf("%d restarts once the GCS answers, want 2", n)
 	}
 }
+
+// A GCS that never answers is asked again less often at each miss, a minute apart at most, so that clusters
+// whose GCS the operator cannot reach do not take the reconcile workers; one that no call of kray's can reach
+// (Kubernetes token auth) is not asked again until something else changes.
+func TestAGCSThatNeverAnswersIsAskedLessOften(t *testing.T) {
+	ft := func(rc *rayv1.RayCluster) {
+		rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode}, ft)
+		e.r.Ray = failingRay{}
+		var got []time.Duration
+		var at time.Duration
+		for range 7 {
+			e.clock.SetTime(testNow.Add(at))
+			_, res, _ := e.reconcile(rc)
+			got = append(got, res.RequeueAfter)
+			at += res.RequeueAfter
+		}
+		want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute, time.Minute}
+		if !slices.Equal(got, want) {
+			t.Errorf("requeues %v, want %v", got, want)
+		}
+	})
+	t.Run("Kubernetes token auth", func(t *testing.T) {
+		e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode}, ft)
+		live := e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)
+		live.Spec.RayVersion = "2.55.0" // Ray checks Kubernetes tokens from 2.55
+		live.Spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, EnableK8sTokenAuth: ptr.To(true)}
+		if err := e.api.Update(context.Background(), live); err != nil {
+			t.Fatal(err)
+		}
+		_, res, err := e.reconcile(rc)
+		if events := strings.Join(e.takeEvents(), "\n"); err != nil || strings.Contains(events, EventInvalidSpec) {
+			t.Fatalf("reconcile: %v, events:\n%s", err, events)
+		}
+		if res.RequeueAfter != 0 && res.RequeueAfter <= time.Minute {
+			t.Errorf("requeue after %v for a GCS no call can reach, want none within a minute", res.RequeueAfter)
+		}
+	})
+}
