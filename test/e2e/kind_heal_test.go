@@ -23,6 +23,7 @@ import (
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/membership"
 )
 
 // healingRayCluster is kindRayCluster whose workers' raylets never end on their own within a test: Ray's
@@ -178,8 +179,9 @@ func restartRequests(g Gomega, rc *rayv1.RayCluster) map[string][]string {
 // expectRestartsThenNone waits until every worker of before has restarted its Ray container exactly want
 // times, never more, in its own pod, live in the current GCS; then watches for 90 s more, counted from then or
 // from the new head's readiness, whichever is later, that no container restarts again. kray's longest grace
-// for a run that joins late is 60 s from its first GCS answer: a restart it wrongly asked for falls inside.
-func expectRestartsThenNone(t *testing.T, rc *rayv1.RayCluster, before map[string]types.UID, headReady time.Time, want int32) {
+// for a run that joins late is 60 s from its first GCS answer: a restart it wrongly asked for falls inside. It
+// returns how long after the new head's readiness every worker was back.
+func expectRestartsThenNone(t *testing.T, rc *rayv1.RayCluster, before map[string]types.UID, headReady time.Time, want int32) time.Duration {
 	t.Helper()
 	g := NewWithT(t)
 	wanted := map[string]int32{}
@@ -204,6 +206,23 @@ func expectRestartsThenNone(t *testing.T, rc *rayv1.RayCluster, before map[strin
 	t.Logf("every worker restarted %d times and in the new GCS %s after the new head became ready", want, settled.Sub(headReady).Round(time.Second))
 	g.Consistently(atMost, time.Until(latestOf(settled, headReady).Add(90*time.Second)), 2*time.Second).Should(Equal(wanted), "no more restarts")
 	g.Expect(uids(allWorkers(g, rc))).To(Equal(before), "the workers keep their pods")
+	return settled.Sub(headReady)
+}
+
+// waitBound waits until kray has had the time to bind each worker's Ray run to the cluster ID of the head's
+// GCS: it asks the GCS membership.BindAfter after it first saw a run, which is at or after the run started; 10 s
+// more cover its reconcile and its view of the pod.
+func waitBound(t *testing.T, rc *rayv1.RayCluster) {
+	t.Helper()
+	var latest time.Time
+	for _, p := range allWorkers(NewWithT(t), rc) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil && cs.State.Running.StartedAt.After(latest) {
+				latest = cs.State.Running.StartedAt.Time
+			}
+		}
+	}
+	time.Sleep(time.Until(latest.Add(membership.BindAfter + 10*time.Second)))
 }
 
 // latestOf is the later of a and b.
@@ -215,12 +234,14 @@ func latestOf(a, b time.Time) time.Time {
 }
 
 // kuberay#1141 with a real kubelet, and what kray must never do about it. A head pod deleted without GCS fault
-// tolerance comes back as a new GCS that knows none of the workers: each worker's Ray container restarts
-// exactly once, and never again in the 90 s after. Ray's own raylets end at their liveness self-check (every 5
-// and 60 s here); kray restarts in place only the one whose self-check is ten minutes away, once the new GCS
-// has not listed it for 75 s. A head kept away longer than Ray's 60 s reconnect timeout (a second cluster,
-// beside): every raylet ends on its own, its new run waits for the GCS and joins it, and kray asks for no
-// restart at all.
+// tolerance comes back as a new GCS, of a new cluster ID, that knows none of the workers: each worker's Ray
+// container restarts exactly once, and never again in the 90 s after. kray bound each worker's run to the old
+// cluster ID, so it restarts in place at the new GCS's first answer every run Ray has not ended yet (at its
+// liveness self-check, every 5 s, 60 s and 10 minutes here): the workers are back well within the 75 s kray
+// gives a run it could not bind. A worker restarted 10 s before the head goes is too recent to bind: Ray's own
+// 60 s self-check ends it, and kray asks for nothing. A head kept away longer than Ray's 60 s reconnect timeout
+// (a second cluster, beside): every raylet ends on its own, its new run waits for the GCS and joins it, and kray
+// asks for no restart at all.
 func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
 	requireKind(t)
 	t.Parallel()
@@ -230,6 +251,7 @@ func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
 		g := NewWithT(t)
 		rc := create(t, headLossRayCluster(kindNamespace(t), "heal", selfChecks...))
 		waitKindReady(t, rc, len(selfChecks))
+		waitBound(t, rc)
 		before := uids(allWorkers(g, rc))
 		byGroup := map[string]string{}
 		for _, p := range allWorkers(g, rc) {
@@ -237,14 +259,49 @@ func TestKindHeadLossRestartsEachWorkerOnce(t *testing.T) {
 		}
 		old := headPod(g, rc)
 		g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
-		expectRestartsThenNone(t, rc, before, newHeadReady(t, rc, old.UID), 1)
+		back := expectRestartsThenNone(t, rc, before, newHeadReady(t, rc, old.UID), 1)
 		asked := restartRequests(g, rc)
 		t.Logf("restarts kray asked for: %v", asked)
-		g.Expect(asked).To(Equal(map[string][]string{byGroup["check600s"]: {"HeadReplaced"}}),
-			"kray restarts only the worker Ray would leave out for ten minutes; Ray restarts the others itself")
+		g.Expect(asked).To(HaveKeyWithValue(byGroup["check600s"], []string{"HeadReplaced"}),
+			"kray restarts at once the worker Ray would leave out for ten minutes")
+		for pod, reasons := range asked {
+			g.Expect(reasons).To(Equal([]string{"HeadReplaced"}), "one restart of %s, for the replaced head", pod)
+		}
+		g.Expect(back).To(BeNumerically("<", membership.DefaultHeadReplacedGrace),
+			"the workers are back before the grace of a run kray could not bind: kray did not wait for it")
 		created, deleted := ledger.counts(t, rc)
 		g.Expect(created).To(Equal(1+len(selfChecks)+1), "one replacement head, nothing else")
 		g.Expect(deleted).To(Equal(1), "only the deleted head is gone")
+	})
+	t.Run("restarted just before", func(t *testing.T) {
+		t.Parallel()
+		g := NewWithT(t)
+		rc := create(t, headLossRayCluster(kindNamespace(t), "fresh", 60000))
+		waitKindReady(t, rc, 1)
+		before := uids(allWorkers(g, rc))
+		w := allWorkers(g, rc)[0]
+		// A restart of the test's own, not kray's: the new run registers with the GCS that is about to go,
+		// too recently for kray to bind it, so kray cannot tell it from one waiting for the next GCS.
+		own := &kruisev1alpha1.ContainerRecreateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "restart-before"},
+			Spec: kruisev1alpha1.ContainerRecreateRequestSpec{PodName: w.Name, Containers: []kruisev1alpha1.ContainerRecreateRequestContainer{{Name: "ray-worker"}}}}
+		g.Expect(k8s.Create(context.Background(), own)).To(Succeed())
+		var started time.Time
+		g.Eventually(func(g Gomega) {
+			g.Expect(rayContainerRestarts(g, rc, "")).To(HaveKeyWithValue(w.Name, int32(1)))
+			g.Expect(rayNodes(t, rc)).To(HaveKeyWithValue(w.Name, BeElementOf("IDLE", "RUNNING")))
+			p := allWorkers(g, rc)[0]
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == "ray-worker" && cs.State.Running != nil {
+					started = cs.State.Running.StartedAt.Time
+				}
+			}
+			g.Expect(started).NotTo(BeZero())
+		}, kindTimeout, time.Second).Should(Succeed())
+		time.Sleep(time.Until(started.Add(10 * time.Second)))
+		old := headPod(g, rc)
+		g.Expect(k8s.Delete(context.Background(), old)).To(Succeed())
+		expectRestartsThenNone(t, rc, before, newHeadReady(t, rc, old.UID), 2)
+		g.Expect(restartRequests(g, rc)).To(BeEmpty(), "Ray's own self-check ends the run before kray's grace does")
 	})
 	t.Run("kept away", func(t *testing.T) {
 		t.Parallel()

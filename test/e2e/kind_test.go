@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
+	"github.com/kray-project/kray/pkg/membership"
 )
 
 // The kind suite (make kind-e2e, and make test after the local cluster's suites): the operator runs from its
@@ -195,13 +196,15 @@ func expectOperatorNeverForbidden(t *testing.T) {
 
 // The second seed with a real kubelet: the head writes past its ephemeral-storage limit, the kubelet itself
 // evicts it (Failed, reason Evicted), and kray's head workload replaces it; the workers keep their pods, and
-// kray brings them back into the new head's GCS at once (kind_heal_test.go).
+// kray, which bound their runs to the lost head's cluster ID, brings them back into the new head's GCS at once
+// (kind_heal_test.go).
 func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 	requireKind(t)
 	t.Parallel()
 	g := NewWithT(t)
 	rc := create(t, healingRayCluster(kindNamespace(t), "evict", 2))
 	waitKindReady(t, rc, 2)
+	waitBound(t, rc)
 	old := headPod(g, rc)
 	workers := uids(workerPods(g, rc, "workergroup"))
 	seen := watchPod(t, old)
@@ -216,6 +219,7 @@ func TestKindHeadEvictedByKubeletIsReplaced(t *testing.T) {
 	g.Expect(headPod(g, rc).Status.Phase).To(Equal(corev1.PodRunning))
 	took := expectWorkersRejoin(t, rc, workers, ready)
 	t.Logf("every worker live in the new GCS %s after the new head became ready", took.Round(time.Second))
+	g.Expect(took).To(BeNumerically("<", membership.DefaultHeadReplacedGrace), "kray restarts the workers bound to the lost head's cluster at once")
 	waitKindReady(t, rc, 2)
 	created, deleted := ledger.counts(t, rc)
 	g.Expect(created).To(Equal(1+2+1), "one replacement head, nothing else")
