@@ -75,6 +75,7 @@ differ.
   - containerrecreaterequests
   verbs:
   - create
+  - delete
   - get
 - apiGroups:
   - apps.kruise.io

@@ -53,7 +53,7 @@ import (
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=imagepulljobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=nodeimages,verbs=get
-// +kubebuilder:rbac:groups=apps.kruise.io,resources=containerrecreaterequests,verbs=get;create
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=containerrecreaterequests,verbs=get;create;delete
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -78,8 +78,9 @@ import (
 // and patched once to carry an owner reference to their Certificate (Secrets delete: the API server's
 // OwnerReferencesPermissionEnforcement lets only who may delete an object set its owner references; kray
 // never deletes a Secret). Kruise ContainerRecreateRequests
-// are created to restart a worker that lost its Ray node in place, and read one by one by name (never listed
-// or watched) to follow that restart. RayCluster patch also
+// are created to restart a worker that lost its Ray node in place, read one by one by name (never listed
+// or watched) to follow that restart, and deleted, by UID, the moment Kruise's webhook stamps one with a
+// container run other than the one judged. RayCluster patch also
 // writes the Redis cleanup finalizer. The operator grants the autoscaler's Role, so it must hold those pod
 // and raycluster verbs itself (it does: get/list/watch on pods; patch on pods and pods/resize and
 // rayclusters below).
