@@ -210,15 +210,21 @@ func expectRestartsThenNone(t *testing.T, rc *rayv1.RayCluster, before map[strin
 }
 
 // waitBound waits until kray has had the time to bind each worker's Ray run to the cluster ID of the head's
-// GCS: it asks the GCS membership.BindAfter after it first saw a run, which is at or after the run started; 10 s
-// more cover its reconcile and its view of the pod.
+// GCS: it asks the GCS membership.BindAfter after it first saw a run with the head ready, which is at or after
+// both the run started and the head became ready; 10 s more cover its reconcile and its view of the pods.
 func waitBound(t *testing.T, rc *rayv1.RayCluster) {
 	t.Helper()
+	g := NewWithT(t)
 	var latest time.Time
-	for _, p := range allWorkers(NewWithT(t), rc) {
+	for _, p := range append(allWorkers(g, rc), *headPod(g, rc)) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.State.Running != nil && cs.State.Running.StartedAt.After(latest) {
 				latest = cs.State.Running.StartedAt.Time
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.LastTransitionTime.After(latest) {
+				latest = c.LastTransitionTime.Time
 			}
 		}
 	}
