@@ -128,7 +128,9 @@ func (r *Reconciler) restartWorker(ctx context.Context, s *state, mem *membershi
 		// A restarted container is an exit under Never (scale.ExitedUnderNever): the pod is replaced instead.
 		return r.replaceWorker(ctx, s, l, "its template asks for restartPolicy Never, under which a new pod replaces an ended one")
 	}
-	crr := builder.WorkerRestart(s.rc, p, l.Worker.ContainerID, string(l.Reason))
+	// A run of a head that is gone without fault tolerance holds no work that could finish: it is not given the
+	// pod's grace to stop.
+	crr := builder.WorkerRestart(s.rc, p, l.Worker.ContainerID, string(l.Reason), l.Reason == membership.ReasonHeadReplaced)
 	switch err := r.Writer.Create(ctx, crr); {
 	case err == nil:
 		if stamped := stampedRun(crr); stamped != l.Worker.ContainerID {
