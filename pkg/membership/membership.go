@@ -214,6 +214,9 @@ type Verdict struct {
 	Lost []Lost
 	// Later is when the next worker out of the GCS reaches its grace; zero when none will.
 	Later time.Time
+	// Ignored is set when the answer was not this cluster's GCS speaking (it does not list the head yet, or
+	// it is another cluster's): it counts as no answer (NotAnswered).
+	Ignored bool
 }
 
 // Heard records the GCS's answer at now and returns the workers it has not listed for their grace. An answer
@@ -221,10 +224,11 @@ type Verdict struct {
 // is ignored, and so is its cluster ID. workers are those given to the Observe of the same reconcile.
 func (m *Memory) Heard(head Head, workers []Worker, a Answer, now time.Time, o Options) Verdict {
 	var v Verdict
-	m.unanswered = 0
 	if head.Run == "" || head.Run != m.head || !listsHead(a.Nodes, head) {
+		v.Ignored = true
 		return v
 	}
+	m.unanswered = 0
 	if m.answered.IsZero() {
 		m.answered = now
 	}
@@ -272,9 +276,10 @@ const (
 	maxRetry   = time.Minute
 )
 
-// NotAnswered records that the GCS did not answer an ask, and returns how long to wait before the next: 5 s
-// after the first miss, doubling to a minute, so that a GCS the operator cannot reach costs a reconcile a
-// minute at most. An answer, or a new head run, starts over.
+// NotAnswered records that the GCS did not answer an ask (or answered as another cluster's GCS), and returns
+// how long to wait before the next: 5 s after the first miss, doubling to a minute, so that a GCS the operator
+// cannot reach costs a reconcile a minute at most. An answer of this cluster's GCS, or a new head run, starts
+// over.
 func (m *Memory) NotAnswered() time.Duration {
 	m.unanswered++
 	d := firstRetry

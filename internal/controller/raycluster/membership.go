@@ -92,6 +92,10 @@ func (r *Reconciler) reconcileWorkerMembership(ctx context.Context, s *state) er
 	}
 	answer.Nodes = nodes
 	v := mem.Heard(head, workers, answer, now, o)
+	if v.Ignored {
+		// A head just ready whose own node the GCS does not list yet: nothing else may come to reconcile.
+		s.retryAfter(mem.NotAnswered())
+	}
 	if !v.Later.IsZero() {
 		s.retryAfter(v.Later.Sub(now))
 	}

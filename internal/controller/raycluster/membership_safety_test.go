@@ -81,7 +81,8 @@ func TestLaggingCacheNeverRestartsTheRunRayRestarted(t *testing.T) {
 
 // Finding 2: a GCS answer decides only when it lists this cluster's head, alive, by the head pod's name at
 // its IP: an empty answer, another cluster's GCS (one --ray-gcs-address for all), or a GCS that lists a head
-// of the same name elsewhere, decides nothing, however long the workers stay out of it.
+// of the same name elsewhere, decides nothing, however long the workers stay out of it; it is asked again soon,
+// as a GCS that did not answer is.
 func TestAGCSThatIsNotThisClustersDecidesNothing(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -97,6 +98,10 @@ func TestAGCSThatIsNotThisClustersDecidesNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, tc.nodes)
+			// Nothing else may come to reconcile the cluster: the GCS is asked again soon.
+			if _, res, _ := e.reconcile(rc); !tc.restart && (res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second) {
+				t.Errorf("requeue after %v once an answer was not this cluster's GCS, want within 5 s", res.RequeueAfter)
+			}
 			for _, d := range []time.Duration{0, 40 * time.Second, 70 * time.Second, 3 * time.Minute} {
 				e.reconcileAt(rc, d)
 			}
