@@ -88,11 +88,14 @@ type conn struct {
 	tls  bool
 }
 
-// Dial returns the Client of the GCS at address; connections are made lazily and reused (per address and TLS
-// material: the token travels with each call, not with the connection; renewed certificates get a new
-// connection). Connections idle for idleConn are closed.
+// Dial returns the Client of the GCS at address; connections are made lazily and reused (per address,
+// authority and TLS material: the token travels with each call, not with the connection; renewed certificates
+// get a new connection). Connections idle for idleConn are closed.
 func (d *GRPCDialer) Dial(address string, creds Credentials) (Client, error) {
 	key := address
+	if creds.Authority != "" {
+		key += "/as/" + creds.Authority
+	}
 	transport := insecure.NewCredentials()
 	if creds.TLS != nil {
 		sum := sha256.Sum256(append(append(append([]byte{}, creds.TLS.Cert...), creds.TLS.Key...), creds.TLS.CA...))
@@ -122,9 +125,12 @@ func (d *GRPCDialer) Dial(address string, creds Credentials) (Client, error) {
 		}
 		transport = credentials.NewTLS(config)
 	}
-	c, err := grpc.NewClient(address,
-		grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{}), grpc.MaxCallRecvMsgSize(maxReply)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{}), grpc.MaxCallRecvMsgSize(maxReply))}
+	if creds.Authority != "" {
+		opts = append(opts, grpc.WithAuthority(creds.Authority))
+	}
+	c, err := grpc.NewClient(address, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial Ray GCS %s: %w", address, err)
 	}

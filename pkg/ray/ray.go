@@ -87,8 +87,12 @@ type Credentials struct {
 	// metadata "authorization: Bearer <token>".
 	Token string
 	// TLS, when set, is the cluster's mTLS material (Ray's RAY_USE_TLS): the connection is TLS, the GCS's
-	// certificate must be signed by TLS.CA and name the address's host, and kray presents TLS.Cert.
+	// certificate must be signed by TLS.CA and name the address's host (Authority's, when set), and kray
+	// presents TLS.Cert.
 	TLS *TLSFiles
+	// Authority, when set, is the host:port the GCS is known by when the address dialed is its pod's IP: the
+	// calls' :authority, and the name its certificate must carry.
+	Authority string
 }
 
 // TLSFiles are PEM-encoded certificate material, as cert-manager writes it into a Secret.

@@ -45,7 +45,8 @@ func newTestCA(t *testing.T) *testCA {
 	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// leaf returns a PEM certificate and key for server and client use, naming ips (as a Ray node's does).
+// leaf returns a PEM certificate and key for server and client use, naming ips (as a Ray node's does) and DNS
+// names (the others).
 func (ca *testCA) leaf(t *testing.T, ips ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -57,8 +58,12 @@ func (ca *testCA) leaf(t *testing.T, ips ...string) (certPEM, keyPEM []byte) {
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	for _, name := range ips {
+		if ip := net.ParseIP(name); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, name)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -73,9 +78,12 @@ func (ca *testCA) leaf(t *testing.T, ips ...string) (certPEM, keyPEM []byte) {
 
 // startTLSGCS serves an empty node table over mutual TLS as Ray's gRPC servers do with RAY_USE_TLS: a client
 // certificate signed by ca is required and verified.
-func startTLSGCS(t *testing.T, ca *testCA) string {
+func startTLSGCS(t *testing.T, ca *testCA, names ...string) string {
 	t.Helper()
-	certPEM, keyPEM := ca.leaf(t, "127.0.0.1")
+	if len(names) == 0 {
+		names = []string{"127.0.0.1"}
+	}
+	certPEM, keyPEM := ca.leaf(t, names...)
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +152,31 @@ func TestGRPCDialerRefusesBrokenTLSMaterial(t *testing.T) {
 	}
 	if _, err := d.Dial("127.0.0.1:1", Credentials{TLS: &TLSFiles{Cert: cert, Key: key, CA: []byte("none")}}); err == nil || !strings.Contains(err.Error(), "CA: no PEM certificate") {
 		t.Errorf("no CA: %v", err)
+	}
+}
+
+// A GCS dialed at its pod's IP with the name it is known by as authority: its certificate, which names only
+// that name (a head Service's), verifies; without the authority it does not.
+func TestGRPCClientDialsAnIPByName(t *testing.T) {
+	ca := newTestCA(t)
+	address := startTLSGCS(t, ca, "heal-head-svc.ns.svc.cluster.local")
+	_, port, _ := net.SplitHostPort(address)
+	cert, key := ca.leaf(t, "127.0.0.1")
+	files := &TLSFiles{Cert: cert, Key: key, CA: ca.pem}
+	d := &GRPCDialer{}
+	for _, tc := range []struct {
+		authority string
+		ok        bool
+	}{{"heal-head-svc.ns.svc.cluster.local:" + port, true}, {"", false}} {
+		c, err := d.Dial(address, Credentials{TLS: files, Authority: tc.authority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = c.Nodes(ctx)
+		cancel()
+		if (err == nil) != tc.ok {
+			t.Errorf("authority %q: %v, want success %v", tc.authority, err, tc.ok)
+		}
 	}
 }
