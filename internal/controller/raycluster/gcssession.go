@@ -2,10 +2,12 @@ package raycluster
 
 import (
 	"context"
+	"net"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kray-project/kray/pkg/authtoken"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
@@ -53,9 +55,28 @@ func (r *Reconciler) openGCS(ctx context.Context, s *state) *gcsSession {
 		g.client = failedClient{err}
 		return g
 	}
-	bc := newBudgetedClient(r.rayClient(g.address, ray.Credentials{Token: token, TLS: files}))
+	target, creds := g.address, ray.Credentials{Token: token, TLS: files}
+	if ip := r.headIP(s); ip != "" {
+		// The head Service is headless: its name resolves to the head pod's IP, and a connection made by that
+		// name keeps the IP it resolved, which a replaced head no longer has, until gRPC resolves it again (30 s
+		// apart at most). Dialing the pod's IP, by the Service's name, reaches a new head at once.
+		target, creds.Authority = net.JoinHostPort(ip, builder.GCSPort(s.effective)), g.address
+	}
+	bc := newBudgetedClient(r.rayClient(target, creds))
 	g.client, g.spent, g.failure = bc, bc.spent, bc.failure
 	return g
+}
+
+// headIP is the IP of the head pod the cluster's GCS runs in, "" when kray dials a GCS of its own
+// (--ray-gcs-address) or the head pod has none.
+func (r *Reconciler) headIP(s *state) string {
+	if r.RayGCSAddress != "" {
+		return ""
+	}
+	if head := s.headPod(); head != nil {
+		return head.Status.PodIP
+	}
+	return ""
 }
 
 // Nodes lists the cluster's Ray nodes once per session.

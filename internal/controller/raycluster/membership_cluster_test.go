@@ -139,3 +139,25 @@ func (r otherRun) Get(ctx context.Context, key client.ObjectKey, obj client.Obje
 	}
 	return nil
 }
+
+// kray dials the head pod's IP, by the head Service's name (its TLS certificate's), so that a replaced head is
+// reached at once, not once a resolver that kept the old pod's IP resolves the headless Service again; a GCS
+// address of the operator's own is dialed as it is.
+func TestTheGCSIsDialedAtTheHeadPodsIP(t *testing.T) {
+	for _, tc := range []struct {
+		name, override, want string
+	}{
+		{name: "the head's GCS", want: headIP + ":6379 as c-head-svc.ns.svc.cluster.local:6379"},
+		{name: "--ray-gcs-address", override: "gcs.example:6379", want: "gcs.example:6379 as "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, gcs, rc := membershipEnv(t, 20*time.Second, 10*time.Minute, []ray.Node{headNode})
+			e.r.RayGCSAddress = tc.override
+			gcs.dials = nil
+			e.reconcileAt(rc, 0)
+			if len(gcs.dials) == 0 || gcs.dials[0] != tc.want {
+				t.Errorf("dials %q, want %q", gcs.dials, tc.want)
+			}
+		})
+	}
+}

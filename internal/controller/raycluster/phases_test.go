@@ -283,12 +283,15 @@ type fakeRay struct {
 	nodes []ray.Node
 	// clusterID is what GetClusterId answers; nil answers Unimplemented.
 	clusterID []byte
+	// dials are the address and authority of each Dial, "<address> as <authority>".
+	dials []string
 	drained   []string
 	tokens    []string        // the token of each Dial
 	tls       []*ray.TLSFiles // the TLS material of each Dial
 }
 
-func (f *fakeRay) Dial(_ string, creds ray.Credentials) (ray.Client, error) {
+func (f *fakeRay) Dial(address string, creds ray.Credentials) (ray.Client, error) {
+	f.dials = append(f.dials, address+" as "+creds.Authority)
 	f.tokens = append(f.tokens, creds.Token)
 	f.tls = append(f.tls, creds.TLS)
 	return f, nil
