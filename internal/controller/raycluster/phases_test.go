@@ -284,10 +284,10 @@ type fakeRay struct {
 	// clusterID is what GetClusterId answers; nil answers Unimplemented.
 	clusterID []byte
 	// dials are the address and authority of each Dial, "<address> as <authority>".
-	dials []string
-	drained   []string
-	tokens    []string        // the token of each Dial
-	tls       []*ray.TLSFiles // the TLS material of each Dial
+	dials   []string
+	drained []string
+	tokens  []string        // the token of each Dial
+	tls     []*ray.TLSFiles // the TLS material of each Dial
 }
 
 func (f *fakeRay) Dial(address string, creds ray.Credentials) (ray.Client, error) {
