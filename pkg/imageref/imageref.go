@@ -27,7 +27,9 @@ func NameTag(image string) (name, tag string, ok bool) {
 	if name == "" || tag == "" {
 		return "", "", false
 	}
-	for _, host := range []string{dockerHub + "/", "index." + dockerHub + "/", "registry-1." + dockerHub + "/"} {
+	// Docker Hub's legacy host index.docker.io is Docker Hub; its registry-1.docker.io is a host of its own to
+	// Kruise, which keeps it in the name (distribution's reference.FamiliarName).
+	for _, host := range []string{dockerHub + "/", "index." + dockerHub + "/"} {
 		if strings.HasPrefix(name, host) {
 			name = strings.TrimPrefix(name, host)
 			break

@@ -10,6 +10,8 @@ func TestNameTag(t *testing.T) {
 		{"rayproject/ray:2.46.0", "rayproject/ray", "2.46.0", true},
 		{"docker.io/rayproject/ray:2.46.0", "rayproject/ray", "2.46.0", true},
 		{"index.docker.io/rayproject/ray:2.46.0", "rayproject/ray", "2.46.0", true},
+		{"registry-1.docker.io/rayproject/ray:2.46.0", "registry-1.docker.io/rayproject/ray", "2.46.0", true},
+		{"registry-1.docker.io/library/nginx:1.27", "registry-1.docker.io/library/nginx", "1.27", true},
 		{"rayproject/ray", "rayproject/ray", "latest", true},
 		{"nginx", "nginx", "latest", true},
 		{"library/nginx:1.27", "nginx", "1.27", true},
