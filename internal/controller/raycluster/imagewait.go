@@ -3,6 +3,7 @@ package raycluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
@@ -23,7 +24,10 @@ const imagePoll = 2 * time.Second
 // group's nodes as soon as the spec changes, the worker keeps running its Ray node's tasks while the image comes,
 // and is drained and restarted once it is there, so that its restart does not wait for a pull. It waits while
 // Kruise's NodeImage of the node reports that tag neither pulled nor failed, at most timeout from the start of
-// the hold; a node without a NodeImage (no kruise-daemon pulls there) is not waited for.
+// the hold, and only while a pull of that tag is queued on the node (the tag in the NodeImage's spec) or one of
+// the cluster's ImagePullJobs for it runs and may still queue one: a node without a NodeImage (no kruise-daemon
+// pulls there), or where no pull is asked or will be (the ImagePullJob was refused, or completed without that
+// node), is not waited for.
 func (r *Reconciler) awaitsImage(ctx context.Context, s *state, p *corev1.Pod, timeout time.Duration) (bool, error) {
 	if !spec.ImagePrepull(s.effective) || p.Labels[constants.LabelKruiseLifecycleState] != constants.KruiseStatePreparingUpdate ||
 		p.Spec.NodeName == "" {
@@ -44,6 +48,13 @@ func (r *Reconciler) awaitsImage(ctx context.Context, s *state, p *corev1.Pod, t
 	case err != nil:
 		return false, fmt.Errorf("read NodeImage %s to see whether worker pod %s's new image is there: %w", p.Spec.NodeName, p.Name, err)
 	}
+	if !slices.ContainsFunc(ni.Spec.Images[name].Tags, func(t kruisev1alpha1.ImageTagSpec) bool { return t.Tag == tag }) {
+		// No pull of it queued here: waited for only while one of the cluster's ImagePullJobs for it may still
+		// queue one (just created, or under its parallelism); else the kubelet pulls it at the restart.
+		if pending, err := r.pullPending(ctx, s, image); err != nil || !pending {
+			return false, err
+		}
+	}
 	for _, t := range ni.Status.ImageStatuses[name].Tags {
 		if t.Tag == tag && (t.Phase == kruisev1alpha1.ImagePhaseSucceeded || t.Phase == kruisev1alpha1.ImagePhaseFailed) {
 			return false, nil
@@ -59,4 +70,16 @@ func (s *state) updateImage(p *corev1.Pod) string {
 		return cs.Spec.Template.Spec.Containers[constants.RayContainerIndex].Image
 	}
 	return ""
+}
+
+// pullPending reports whether one of the cluster's ImagePullJobs (from the cache) pulls image and has not
+// completed.
+func (r *Reconciler) pullPending(ctx context.Context, s *state, image string) (bool, error) {
+	jobs := &kruisev1alpha1.ImagePullJobList{}
+	if err := r.Cache.List(ctx, jobs, client.InNamespace(s.rc.Namespace), client.MatchingLabels{constants.LabelCluster: s.rc.Name}); err != nil {
+		return false, fmt.Errorf("list ImagePullJobs: %w", err)
+	}
+	return slices.ContainsFunc(jobs.Items, func(j kruisev1alpha1.ImagePullJob) bool {
+		return j.Spec.Image == image && j.Status.CompletionTime == nil
+	}), nil
 }

@@ -31,6 +31,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/shared"
 	"github.com/kray-project/kray/internal/writetest"
+	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/imageref"
 	"github.com/kray-project/kray/pkg/ray"
@@ -341,7 +342,8 @@ func TestDrainPhase(t *testing.T) {
 		noIP     bool          // the pod never started
 		nodes    []ray.Node    // the GCS's nodes when not the pod's node n1 in status
 		// pull, when set, turns kray.io/image-prepull on and is the new image's phase in the NodeImage of the
-		// pod's node ("no tag": not listed; "no NodeImage": the node has none); holdAge is how long Kruise has
+		// pod's node ("no tag": queued, no status yet; "not queued": in neither spec nor status; "no NodeImage":
+		// the node has none); holdAge is how long Kruise has
 		// held the pod (default 5 minutes, past the 60 s timeout).
 		pull        string
 		holdAge     time.Duration
@@ -367,6 +369,10 @@ func TestDrainPhase(t *testing.T) {
 			pull: string(kruisev1alpha1.ImagePhasePulling), holdAge: 30 * time.Second},
 		{name: "image-prepull: the new image not yet asked of the node: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: "no tag", holdAge: 30 * time.Second},
+		{name: "image-prepull: no pull of the new image queued on the node, nor to come: drain requested, the kubelet pulls", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "not queued", holdAge: 30 * time.Second, wantDrain: true},
+		{name: "image-prepull: no pull queued yet, the cluster's ImagePullJob running: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "not queued, job running", holdAge: 30 * time.Second},
 		{name: "image-prepull: the new image pulled: drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: string(kruisev1alpha1.ImagePhaseSucceeded), holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: the pull failed: drain requested, the kubelet pulls", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
@@ -419,12 +425,25 @@ func TestDrainPhase(t *testing.T) {
 				name, tag, _ := imageref.NameTag(cs.Spec.Template.Spec.Containers[0].Image)
 				ni := &kruisev1alpha1.NodeImage{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: kruisev1alpha1.NodeImageStatus{
 					ImageStatuses: map[string]kruisev1alpha1.ImageStatus{name: {Tags: []kruisev1alpha1.ImageTagStatus{{Tag: "older", Phase: kruisev1alpha1.ImagePhaseSucceeded}}}}}}
-				if tc.pull != "no tag" {
+				ni.Spec.Images = map[string]kruisev1alpha1.ImageSpec{name: {Tags: []kruisev1alpha1.ImageTagSpec{{Tag: "older"}}}}
+				if !strings.HasPrefix(tc.pull, "not queued") {
+					ni.Spec.Images[name] = kruisev1alpha1.ImageSpec{Tags: []kruisev1alpha1.ImageTagSpec{{Tag: "older"}, {Tag: tag}}}
+				}
+				if tc.pull != "no tag" && !strings.HasPrefix(tc.pull, "not queued") {
 					ni.Status.ImageStatuses[name] = kruisev1alpha1.ImageStatus{Tags: []kruisev1alpha1.ImageTagStatus{{Tag: tag, Phase: kruisev1alpha1.ImagePullPhase(tc.pull)}}}
 				}
 				if tc.pull != "no NodeImage" {
 					if err := e.api.Create(context.Background(), ni); err != nil {
 						t.Fatal(err)
+					}
+				}
+				if tc.pull == "not queued" {
+					// The ImagePullJobs kray asks for ran, and completed without this node.
+					for _, job := range builder.ImagePullJobs(e.get(&rayv1.RayCluster{}, "c").(*rayv1.RayCluster)) {
+						job.Status.CompletionTime = ptr.To(metav1.NewTime(testNow))
+						if err := e.api.Create(context.Background(), job); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 			}
