@@ -41,12 +41,12 @@ func (r *Reconciler) awaitsImage(ctx context.Context, s *state, p *corev1.Pod, t
 	if held, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationKruiseLifecycleTimestamp]); err != nil || !r.now().Time.Before(held.Add(timeout)) {
 		return false, nil
 	}
-	ni := &kruisev1alpha1.NodeImage{}
-	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, ni); {
-	case apierrors.IsNotFound(err):
-		return false, nil
+	ni, err := r.nodeImage(ctx, s, p.Spec.NodeName)
+	switch {
 	case err != nil:
 		return false, fmt.Errorf("read NodeImage %s to see whether worker pod %s's new image is there: %w", p.Spec.NodeName, p.Name, err)
+	case ni == nil:
+		return false, nil
 	}
 	if !slices.ContainsFunc(ni.Spec.Images[name].Tags, func(t kruisev1alpha1.ImageTagSpec) bool { return t.Tag == tag }) {
 		// No pull of it queued here: waited for only while one of the cluster's ImagePullJobs for it may still
@@ -82,4 +82,24 @@ func (r *Reconciler) pullPending(ctx context.Context, s *state, image string) (b
 	return slices.ContainsFunc(jobs.Items, func(j kruisev1alpha1.ImagePullJob) bool {
 		return j.Spec.Image == image && j.Status.CompletionTime == nil
 	}), nil
+}
+
+// nodeImage is the NodeImage of the node named node, nil when it has none, read from the API server once per
+// reconcile whatever the number of held workers on that node.
+func (r *Reconciler) nodeImage(ctx context.Context, s *state, node string) (*kruisev1alpha1.NodeImage, error) {
+	if ni, ok := s.nodeImages[node]; ok {
+		return ni, nil
+	}
+	ni := &kruisev1alpha1.NodeImage{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: node}, ni); {
+	case apierrors.IsNotFound(err):
+		ni = nil
+	case err != nil:
+		return nil, err
+	}
+	if s.nodeImages == nil {
+		s.nodeImages = map[string]*kruisev1alpha1.NodeImage{}
+	}
+	s.nodeImages[node] = ni
+	return ni, nil
 }

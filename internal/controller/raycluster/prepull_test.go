@@ -1,9 +1,14 @@
 package raycluster
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/pkg/constants"
@@ -59,4 +64,40 @@ func TestImagePullJobsFollowTheAnnotationAndTheImages(t *testing.T) {
 	if got := reasons(e.takeEvents()); !slices.Contains(got, EventCreatedImagePullJob) || !slices.Contains(got, EventDeletedImagePullJob) {
 		t.Errorf("events %v", got)
 	}
+}
+
+// A reconcile reads a node's NodeImage once, however many held workers run on that node; the next reconcile
+// reads it again.
+func TestANodeImageIsReadOncePerReconcile(t *testing.T) {
+	api := fakeAPI(&kruisev1alpha1.NodeImage{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+	reads := &nodeImageReads{Reader: api}
+	r := &Reconciler{APIReader: reads}
+	s := &state{}
+	for _, node := range []string{"node-a", "node-a", "node-b", "node-b"} {
+		if _, err := r.nodeImage(context.Background(), s, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ni, _ := r.nodeImage(context.Background(), s, "node-b"); ni != nil {
+		t.Errorf("NodeImage of a node without one = %v, want nil", ni)
+	}
+	if reads.n != 2 {
+		t.Errorf("%d NodeImage reads for 2 nodes in one reconcile, want 2", reads.n)
+	}
+	if _, err := r.nodeImage(context.Background(), &state{}, "node-a"); err != nil || reads.n != 3 {
+		t.Errorf("a new reconcile: %d reads (err %v), want 3", reads.n, err)
+	}
+}
+
+// nodeImageReads counts the NodeImage reads that reach its Reader.
+type nodeImageReads struct {
+	client.Reader
+	n int
+}
+
+func (r *nodeImageReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*kruisev1alpha1.NodeImage); ok {
+		r.n++
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,6 +46,8 @@ type state struct {
 	options builder.Options
 	// gcs is the reconcile's session with the cluster's GCS, nil until a phase needs it (openGCS).
 	gcs *gcsSession
+	// nodeImages are the NodeImages the reconcile read, by node name; nil for a node that has none.
+	nodeImages map[string]*kruisev1alpha1.NodeImage
 	// restarting are the worker pods whose restart (membership) was asked or is under way.
 	restarting []string
 	// notJoining are the worker pods that stayed out of the GCS after kray restarted them, in a back-off.
