@@ -84,8 +84,8 @@ func (r *Reconciler) pullPending(ctx context.Context, s *state, image string) (b
 	}), nil
 }
 
-// nodeImage is the NodeImage of the node named node, nil when it has none, read from the API server once per
-// reconcile whatever the number of held workers on that node.
+// nodeImage is the NodeImage of the node named node, nil when it has none or the operator may not read it,
+// read from the API server once per reconcile whatever the number of held workers on that node.
 func (r *Reconciler) nodeImage(ctx context.Context, s *state, node string) (*kruisev1alpha1.NodeImage, error) {
 	if ni, ok := s.nodeImages[node]; ok {
 		return ni, nil
@@ -93,6 +93,10 @@ func (r *Reconciler) nodeImage(ctx context.Context, s *state, node string) (*kru
 	ni := &kruisev1alpha1.NodeImage{}
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: node}, ni); {
 	case apierrors.IsNotFound(err):
+		ni = nil
+	case apierrors.IsForbidden(err):
+		// Not an error to retry: the rights will not come by themselves. Nothing is waited for.
+		s.warn(EventNodeImagesForbidden, "Cannot read NodeImage %s, so workers held for an in-place update do not wait for kray.io/image-prepull's pulls: grant get on nodeimages.apps.kruise.io in a ClusterRole (a single-namespace install's Role cannot): %v", node, err)
 		ni = nil
 	case err != nil:
 		return nil, err

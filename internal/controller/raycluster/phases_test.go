@@ -373,6 +373,8 @@ func TestDrainPhase(t *testing.T) {
 			pull: "not queued", holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: no pull queued yet, the cluster's ImagePullJob running: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: "not queued, job running", holdAge: 30 * time.Second},
+		{name: "image-prepull: NodeImages forbidden (a single-namespace install): drain requested, a Warning", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "forbidden", holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: the new image pulled: drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: string(kruisev1alpha1.ImagePhaseSucceeded), holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: the pull failed: drain requested, the kubelet pulls", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
@@ -471,7 +473,13 @@ func TestDrainPhase(t *testing.T) {
 					delete(rc.Annotations, constants.AnnotationWorkerDrain)
 				})
 			}
+			if tc.pull == "forbidden" {
+				e.r.APIReader = forbiddingNodeImages{e.api}
+			}
 			writes := e.mustReconcile(rc)
+			if events := strings.Join(e.takeEvents(), "\n"); tc.pull == "forbidden" && !strings.Contains(events, EventNodeImagesForbidden) {
+				t.Errorf("no %s Warning; events:\n%s", EventNodeImagesForbidden, events)
+			}
 			pod = e.get(&corev1.Pod{}, "c-g-worker-00000").(*corev1.Pod)
 			_, hooked := pod.Labels[constants.LabelDrainHook]
 			if hooked == tc.wantRelease {
@@ -491,6 +499,17 @@ func TestDrainPhase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forbiddingNodeImages is an API server whose RBAC refuses the operator NodeImages, as a single-namespace
+// install's does.
+type forbiddingNodeImages struct{ client.Reader }
+
+func (r forbiddingNodeImages) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*kruisev1alpha1.NodeImage); ok {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "apps.kruise.io", Resource: "nodeimages"}, key.Name, errors.New("no ClusterRole grants it"))
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
 // A worker Kruise has updated in place after its drain (lifecycle Updated, its hook released) is hooked

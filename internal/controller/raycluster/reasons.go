@@ -40,6 +40,7 @@ const (
 	EventCreatedImagePullJob           = "CreatedImagePullJob"
 	EventDeletedImagePullJob           = "DeletedImagePullJob"
 	EventFailedToWriteImagePullJob     = "FailedToWriteImagePullJob"
+	EventNodeImagesForbidden           = "NodeImagesForbidden"
 	EventCreatedSecret                 = "CreatedSecret"
 	EventFailedToCreateSecret          = "FailedToCreateSecret"
 	EventCreatedPVC                    = "CreatedPVC"
