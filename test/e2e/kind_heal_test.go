@@ -216,7 +216,7 @@ func waitBound(t *testing.T, rc *rayv1.RayCluster) {
 	t.Helper()
 	g := NewWithT(t)
 	var latest time.Time
-	for _, p := range append(allWorkers(g, rc), *headPod(g, rc)) {
+	for _, p := range append(allWorkers(g, rc), *headByLabel(g, rc)) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.State.Running != nil && cs.State.Running.StartedAt.After(latest) {
 				latest = cs.State.Running.StartedAt.Time

@@ -69,17 +69,18 @@ func TestHeadLossBenchOnKind(t *testing.T) {
 	kuberay := "KubeRay " + os.Getenv("KRAY_BENCH_KUBERAY_VERSION")
 	var runs []headLossRun
 	for round := range rounds {
+		phase := time.Duration(rand.Int64N(int64(time.Minute)))
 		for _, n := range sizes {
 			for _, i := range rand.Perm(len(headLossRows)) {
 				row := headLossRows[i]
-				runs = append(runs, benchHeadLoss(t, row.name, n, row.mutate))
+				runs = append(runs, benchHeadLoss(t, row.name, n, phase, row.mutate))
 			}
-			t.Logf("round %d of %d at %d workers: kray's rows done", round+1, rounds, n)
+			t.Logf("round %d of %d at %d workers (loss %s into the self-check period): kray's rows done", round+1, rounds, n, phase.Round(time.Second))
 		}
 		stopKray := scaleKray(t, 0)
 		removeKubeRay := deployKubeRay(t)
 		for _, n := range sizes {
-			runs = append(runs, benchHeadLoss(t, kuberay, n, nil))
+			runs = append(runs, benchHeadLoss(t, kuberay, n, phase, nil))
 		}
 		removeKubeRay()
 		stopKray()
@@ -102,10 +103,10 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // benchHeadLoss creates a cluster of one head and n workers shaped by mutate in a namespace of its own, deletes
-// its head pod once it is ready and has run long enough for kray to bind its workers' runs (waitBound, the same
-// wait in every row), and measures until every worker is live in the new head's GCS; the namespace is gone when
+// its head pod once it is ready, has run long enough for kray to bind its workers' runs (waitBound, the same
+// wait in every row) and phase more, and measures until every worker is live in the new head's GCS; the namespace is gone when
 // it returns.
-func benchHeadLoss(t *testing.T, name string, n int, mutate func(*rayv1.RayCluster)) headLossRun {
+func benchHeadLoss(t *testing.T, name string, n int, phase time.Duration, mutate func(*rayv1.RayCluster)) headLossRun {
 	t.Helper()
 	g := NewWithT(t)
 	ns, drop := benchNamespace(t, "bench-headloss-")
@@ -117,6 +118,9 @@ func benchHeadLoss(t *testing.T, name string, n int, mutate func(*rayv1.RayClust
 	create(t, rc)
 	waitKindReady(t, rc, n)
 	waitBound(t, rc)
+	// A head is lost at any point of its raylets' 60 s self-check period, which decides when Ray ends them on its
+	// own: the loss comes at a random point of it, the same draw for every row of a round.
+	time.Sleep(phase)
 	created0, deleted0 := ledger.counts(t, rc)
 	workers := uids(workerPods(g, rc, "workergroup"))
 	old := headByLabel(g, rc)
@@ -179,8 +183,8 @@ cluster (real kubelets and containerd, 2 cores), Kruise %s with kruise-daemon, t
 with Ray's default timings: without GCS fault tolerance a new head's GCS, of a new cluster ID, knows none of
 the workers, and a worker's raylet ends at its next liveness self-check (every 60 s), after which its container
 restarts and joins. The same RayCluster each time: one head and the workers, ready, then, %s after the last
-worker started (kray binds a run to its GCS's cluster ID %s after it first saw it; every row waits the same),
-the head pod deleted. Measured from the deletion until a new head pod is Ready, and until every worker is live
+worker started (kray binds a run to its GCS's cluster ID %s after it first saw it) and a random part of the
+raylets' 60 s self-check period more (one draw per round, the same for its rows), the head pod deleted. Measured from the deletion until a new head pod is Ready, and until every worker is live
 in the new head's GCS (ray list nodes in the head). Restarts are the workers' container restarts (their pods
 are kept). KubeRay's operator is built from its module, at the version named, and runs while kray's is scaled
 to 0; both use the same CRDs. %d rounds; in each, kray's two rows in a shuffled order, then KubeRay's. Each
