@@ -13,6 +13,7 @@ import (
 
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/imageref"
+	"github.com/kray-project/kray/pkg/nodeimage"
 	"github.com/kray-project/kray/pkg/spec"
 )
 
@@ -42,25 +43,14 @@ func (r *Reconciler) awaitsImage(ctx context.Context, s *state, p *corev1.Pod, t
 		return false, nil
 	}
 	ni, err := r.nodeImage(ctx, s, p.Spec.NodeName)
-	switch {
-	case err != nil:
+	if err != nil {
 		return false, fmt.Errorf("read NodeImage %s to see whether worker pod %s's new image is there: %w", p.Spec.NodeName, p.Name, err)
-	case ni == nil:
-		return false, nil
 	}
-	if !slices.ContainsFunc(ni.Spec.Images[name].Tags, func(t kruisev1alpha1.ImageTagSpec) bool { return t.Tag == tag }) {
-		// No pull of it queued here: waited for only while one of the cluster's ImagePullJobs for it may still
-		// queue one (just created, or under its parallelism); else the kubelet pulls it at the restart.
-		if pending, err := r.pullPending(ctx, s, image); err != nil || !pending {
-			return false, err
-		}
+	pending, err := r.pullPending(ctx, s, image)
+	if err != nil {
+		return false, err
 	}
-	for _, t := range ni.Status.ImageStatuses[name].Tags {
-		if t.Tag == tag && (t.Phase == kruisev1alpha1.ImagePhaseSucceeded || t.Phase == kruisev1alpha1.ImagePhaseFailed) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return nodeimage.Awaited(ni, name, tag, r.now().Time, pending), nil
 }
 
 // updateImage is the Ray image of the template of the pod's CloneSet, which an in-place update gives the pod;

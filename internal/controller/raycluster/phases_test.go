@@ -34,6 +34,7 @@ import (
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
 	"github.com/kray-project/kray/pkg/imageref"
+	"github.com/kray-project/kray/pkg/nodeimage"
 	"github.com/kray-project/kray/pkg/ray"
 )
 
@@ -369,6 +370,8 @@ func TestDrainPhase(t *testing.T) {
 			pull: string(kruisev1alpha1.ImagePhasePulling), holdAge: 30 * time.Second},
 		{name: "image-prepull: the new image not yet asked of the node: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: "no tag", holdAge: 30 * time.Second},
+		{name: "image-prepull: the new image asked of the node, never answered (no kruise-daemon): drain requested", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
+			pull: "no tag, unanswered", holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: no pull of the new image queued on the node, nor to come: drain requested, the kubelet pulls", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
 			pull: "not queued", holdAge: 30 * time.Second, wantDrain: true},
 		{name: "image-prepull: no pull queued yet, the cluster's ImagePullJob running: no drain yet", drain: true, state: constants.KruiseStatePreparingUpdate, status: ray.NodeStatusRunning,
@@ -429,9 +432,13 @@ func TestDrainPhase(t *testing.T) {
 					ImageStatuses: map[string]kruisev1alpha1.ImageStatus{name: {Tags: []kruisev1alpha1.ImageTagStatus{{Tag: "older", Phase: kruisev1alpha1.ImagePhaseSucceeded}}}}}}
 				ni.Spec.Images = map[string]kruisev1alpha1.ImageSpec{name: {Tags: []kruisev1alpha1.ImageTagSpec{{Tag: "older"}}}}
 				if !strings.HasPrefix(tc.pull, "not queued") {
-					ni.Spec.Images[name] = kruisev1alpha1.ImageSpec{Tags: []kruisev1alpha1.ImageTagSpec{{Tag: "older"}, {Tag: tag}}}
+					queued := &metav1.Time{Time: testNow.Add(-5 * time.Second)}
+					if tc.pull == "no tag, unanswered" {
+						queued = &metav1.Time{Time: testNow.Add(-nodeimage.Unanswered)}
+					}
+					ni.Spec.Images[name] = kruisev1alpha1.ImageSpec{Tags: []kruisev1alpha1.ImageTagSpec{{Tag: "older"}, {Tag: tag, CreatedAt: queued}}}
 				}
-				if tc.pull != "no tag" && !strings.HasPrefix(tc.pull, "not queued") {
+				if !strings.HasPrefix(tc.pull, "no tag") && !strings.HasPrefix(tc.pull, "not queued") {
 					ni.Status.ImageStatuses[name] = kruisev1alpha1.ImageStatus{Tags: []kruisev1alpha1.ImageTagStatus{{Tag: tag, Phase: kruisev1alpha1.ImagePullPhase(tc.pull)}}}
 				}
 				if tc.pull != "no NodeImage" {
