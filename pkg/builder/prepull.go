@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"time"
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +23,17 @@ import (
 // prepullParallelism is how many nodes an ImagePullJob pulls on at once (Kruise's default is 1).
 const prepullParallelism = 10
 
-// pull is what one ImagePullJob keeps pulled, and where.
+// UpdatePullDeadline bounds the pull of a RollingUpdate's new image (UpdateImagePullJob): Kruise ends the job
+// then, and the group's pods are updated whether or not the image arrived.
+const UpdatePullDeadline = 10 * time.Minute
+
+// pull is what one ImagePullJob keeps pulled, and where: the nodes NodeSelector picks, or those where Group's
+// pods run.
 type pull struct {
 	Image        string            `json:"image"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	PullSecrets  []string          `json:"pullSecrets,omitempty"`
+	Group        string            `json:"group,omitempty"`
 }
 
 // ImagePullJobs are the Kruise ImagePullJobs that keep rc's Ray images pulled on the nodes its groups can run
@@ -61,6 +68,27 @@ func ImagePullJobs(rc *rayv1.RayCluster) []*kruisev1alpha1.ImagePullJob {
 		jobs = append(jobs, byName[name])
 	}
 	return jobs
+}
+
+// UpdateImagePullJob is the ImagePullJob that pulls image, which a RollingUpdate gives the pods of group, onto
+// the nodes where the group's pods run (its podSelector), all at once, before any of them is updated in place.
+// It completes once every such node pulled it or failed to, or at UpdatePullDeadline; it is named by a hash
+// of the group, the image and the pull secrets, so a changed image makes a new job.
+func UpdateImagePullJob(rc *rayv1.RayCluster, group *rayv1.WorkerGroupSpec, image string) *kruisev1alpha1.ImagePullJob {
+	p := pull{Image: image, Group: group.GroupName}
+	for _, s := range group.Template.Spec.ImagePullSecrets {
+		p.PullSecrets = append(p.PullSecrets, s.Name)
+	}
+	slices.Sort(p.PullSecrets)
+	job := imagePullJob(rc, p)
+	job.Labels[constants.LabelGroup] = group.GroupName
+	job.Spec.Parallelism = ptr.To(intstr.FromInt32(max(prepullParallelism, spec.GroupReplicas(rc, group))))
+	job.Spec.PodSelector = &kruisev1alpha1.ImagePullJobPodSelector{LabelSelector: metav1.LabelSelector{MatchLabels: WorkerSelector(rc, group.GroupName)}}
+	job.Spec.CompletionPolicy = kruisev1alpha1.CompletionPolicy{
+		Type:                  kruisev1alpha1.Always,
+		ActiveDeadlineSeconds: ptr.To(int64(UpdatePullDeadline / time.Second)),
+	}
+	return job
 }
 
 // imagePullJob is the ImagePullJob of p.

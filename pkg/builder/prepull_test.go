@@ -5,6 +5,7 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kray-project/kray/pkg/builder"
 	"github.com/kray-project/kray/pkg/constants"
@@ -73,4 +74,43 @@ func jobNames(jobs []*kruisev1alpha1.ImagePullJob) string {
 		out += j.Name + ","
 	}
 	return out
+}
+
+// An update's pull targets the nodes of the group's pods only, pulls on all of them at once, ends at a
+// deadline, and is named by group, image and pull secrets.
+func TestUpdateImagePullJob(t *testing.T) {
+	rc := load(t, "testdata/minimal.input.yaml")
+	group := &rc.Spec.WorkerGroupSpecs[0]
+	group.Template.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "b"}, {Name: "a"}}
+	job := builder.UpdateImagePullJob(rc, group, "rayproject/ray:2.52.0")
+	if job.Spec.Image != "rayproject/ray:2.52.0" || job.Spec.Selector != nil || job.Spec.PodSelector == nil {
+		t.Fatalf("image %s, node selector %v, pod selector %v", job.Spec.Image, job.Spec.Selector, job.Spec.PodSelector)
+	}
+	for k, v := range builder.WorkerSelector(rc, group.GroupName) {
+		if job.Spec.PodSelector.MatchLabels[k] != v {
+			t.Errorf("pod selector %v lacks %s=%s", job.Spec.PodSelector.MatchLabels, k, v)
+		}
+	}
+	if c := job.Spec.CompletionPolicy; c.Type != kruisev1alpha1.Always || c.ActiveDeadlineSeconds == nil || *c.ActiveDeadlineSeconds != 600 {
+		t.Errorf("completion policy %+v, want Always within 600 s", c)
+	}
+	if job.Labels[constants.LabelCluster] != rc.Name || job.Labels[constants.LabelGroup] != group.GroupName || job.OwnerReferences[0].Name != rc.Name {
+		t.Errorf("labels %v, owners %v", job.Labels, job.OwnerReferences)
+	}
+	if len(job.Spec.PullSecrets) != 2 || job.Spec.PullSecrets[0] != "a" {
+		t.Errorf("pull secrets %v, want [a b]", job.Spec.PullSecrets)
+	}
+	group.Replicas, group.MaxReplicas = ptr.To[int32](40), ptr.To[int32](40)
+	if p := builder.UpdateImagePullJob(rc, group, "rayproject/ray:2.52.0").Spec.Parallelism.IntValue(); p != 40 {
+		t.Errorf("parallelism %d for 40 pods, want 40: every node pulls at once", p)
+	}
+	if builder.UpdateImagePullJob(rc, group, "rayproject/ray:2.53.0").Name == job.Name {
+		t.Error("a new image kept the job's name")
+	}
+	rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "true"}
+	for _, j := range builder.ImagePullJobs(rc) {
+		if j.Name == job.Name {
+			t.Errorf("the update's job and a kept image's job share the name %s", j.Name)
+		}
+	}
 }

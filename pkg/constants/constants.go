@@ -98,7 +98,8 @@ const (
 	// ready head from being evicted; any other value makes the spec invalid.
 	AnnotationHeadDisruptionBudget = "kray.io/head-disruption-budget"
 	// AnnotationImagePrepull "true" on a RayCluster asks for Kruise ImagePullJobs that keep its Ray images
-	// pulled on the nodes its groups can run on; any other value makes the spec invalid.
+	// pulled on the nodes its groups can run on; "false" turns off the pull of a RollingUpdate's new image
+	// before its pods are updated; any other value makes the spec invalid.
 	AnnotationImagePrepull = "kray.io/image-prepull"
 	// AnnotationWorkerHealing "false" on a RayCluster leaves workers that lost their Ray node to Ray's own
 	// timing (the raylet exits after gcs_rpc_server_reconnect_timeout_s); "true" or absent restarts them as soon

@@ -187,6 +187,13 @@ func ImagePrepull(rc *rayv1.RayCluster) bool {
 	return rc.Annotations[constants.AnnotationImagePrepull] == "true"
 }
 
+// PullsBeforeUpdate reports whether a RollingUpdate that changes a worker group's Ray image pulls it onto the
+// nodes of the group's pods before any of them is updated: the default, unless kray.io/image-prepull is
+// "false".
+func PullsBeforeUpdate(rc *rayv1.RayCluster) bool {
+	return Rolling(rc) && rc.Annotations[constants.AnnotationImagePrepull] != "false"
+}
+
 // WorkerHealing reports whether kray restarts the workers of rc that lost their Ray node (on unless
 // kray.io/worker-healing is "false").
 func WorkerHealing(rc *rayv1.RayCluster) bool {

@@ -162,13 +162,15 @@ func ServiceRules(path string, svc *corev1.Service) error {
 
 // krayAnnotations checks the values of kray's switch annotations on the RayCluster.
 func krayAnnotations(rc *rayv1.RayCluster) error {
-	for _, key := range []string{constants.AnnotationHeadDisruptionBudget, constants.AnnotationImagePrepull, constants.AnnotationInPlaceWorkerUpgrade} {
+	for _, key := range []string{constants.AnnotationHeadDisruptionBudget, constants.AnnotationInPlaceWorkerUpgrade} {
 		if v, ok := rc.Annotations[key]; ok && v != "true" {
 			return fmt.Errorf("annotation %s must be \"true\" or absent, got %q", key, v)
 		}
 	}
-	if v, ok := rc.Annotations[constants.AnnotationWorkerHealing]; ok && v != "true" && v != "false" {
-		return fmt.Errorf("annotation %s must be \"true\", \"false\" or absent, got %q", constants.AnnotationWorkerHealing, v)
+	for _, key := range []string{constants.AnnotationImagePrepull, constants.AnnotationWorkerHealing} {
+		if v, ok := rc.Annotations[key]; ok && v != "true" && v != "false" {
+			return fmt.Errorf("annotation %s must be \"true\", \"false\" or absent, got %q", key, v)
+		}
 	}
 	return nil
 }

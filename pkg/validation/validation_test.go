@@ -74,9 +74,12 @@ func TestSpec(t *testing.T) {
 		{"head disruption budget not true", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationHeadDisruptionBudget: "yes"}
 		}), `annotation kray.io/head-disruption-budget must be "true" or absent, got "yes"`},
+		{"image prepull off", cluster(func(rc *rayv1.RayCluster) {
+			rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "false"}
+		}), ""},
 		{"image prepull not true", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationImagePrepull: "on"}
-		}), `annotation kray.io/image-prepull must be "true" or absent, got "on"`},
+		}), `annotation kray.io/image-prepull must be "true", "false" or absent, got "on"`},
 		{"worker healing off", cluster(func(rc *rayv1.RayCluster) {
 			rc.Annotations = map[string]string{constants.AnnotationWorkerHealing: "false"}
 		}), ""},

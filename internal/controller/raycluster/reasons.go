@@ -41,6 +41,7 @@ const (
 	EventDeletedImagePullJob           = "DeletedImagePullJob"
 	EventFailedToWriteImagePullJob     = "FailedToWriteImagePullJob"
 	EventNodeImagesForbidden           = "NodeImagesForbidden"
+	EventAwaitingImage                 = "AwaitingImage"
 	EventCreatedSecret                 = "CreatedSecret"
 	EventFailedToCreateSecret          = "FailedToCreateSecret"
 	EventCreatedPVC                    = "CreatedPVC"

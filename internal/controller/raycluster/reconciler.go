@@ -97,11 +97,11 @@ const (
 	phaseAuthSecret       = "auth-secret"
 	phaseGCSStorage       = "gcs-pvc"
 	phasePodGroup         = "pod-group"
+	phaseImagePrepull     = "image-prepull"
 	phaseHeadStatefulSet  = "head-statefulset"
 	phaseWorkerCloneSets  = "worker-clonesets"
 	phaseIngress          = "ingress"
 	phaseHeadPDB          = "head-disruption-budget"
-	phaseImagePrepull     = "image-prepull"
 	phaseHeadService      = "head-service"
 	phaseHeadlessService  = "headless-worker-service"
 	phaseServeService     = "serve-service"
@@ -156,11 +156,11 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseAuthSecret, run: r.reconcileAuthSecret, needs: pre, creates: true},
 		{name: phaseGCSStorage, run: r.reconcileGCSStoragePVC, needs: pre, creates: true},
 	}, append(companions, podGroup...)...), []phase{
+		{name: phaseImagePrepull, run: r.reconcileImagePrepull, needs: pre, creates: true},
 		{name: phaseHeadStatefulSet, run: r.reconcileHeadStatefulSet, needs: headNeeds},
 		{name: phaseWorkerCloneSets, run: r.reconcileWorkerGroups, needs: workerNeeds, creates: true},
 		{name: phaseIngress, run: r.reconcileIngress, needs: pre, creates: true},
 		{name: phaseHeadPDB, run: r.reconcileHeadDisruptionBudget, needs: pre, creates: true},
-		{name: phaseImagePrepull, run: r.reconcileImagePrepull, needs: pre, creates: true},
 		{name: phaseHeadService, run: r.reconcileHeadService, needs: pre, creates: true},
 		{name: phaseHeadlessService, run: r.reconcileHeadlessWorkerService, needs: pre, creates: true},
 		{name: phaseServeService, run: r.reconcileServeService, needs: pre, creates: true},

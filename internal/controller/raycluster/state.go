@@ -46,6 +46,11 @@ type state struct {
 	options builder.Options
 	// gcs is the reconcile's session with the cluster's GCS, nil until a phase needs it (openGCS).
 	gcs *gcsSession
+	// imageUpdates are the worker groups whose RollingUpdate gives their pods a new Ray image, by group name
+	// (findImageUpdates), and pullJobs the cluster's ImagePullJobs by image, as the image-prepull phase found
+	// or created them.
+	imageUpdates map[string]imageUpdate
+	pullJobs     map[string]*kruisev1alpha1.ImagePullJob
 	// nodeImages are the NodeImages the reconcile read, by node name; nil for a node that has none.
 	nodeImages map[string]*kruisev1alpha1.NodeImage
 	// restarting are the worker pods whose restart (membership) was asked or is under way.

@@ -36,7 +36,15 @@ func (r *Reconciler) reconcileWorkerGroups(ctx context.Context, s *state) error 
 	for i := range s.effective.Spec.WorkerGroupSpecs {
 		group := &s.effective.Spec.WorkerGroupSpecs[i]
 		live := s.children.cloneSet(names.WorkerCloneSet(s.rc.Name, group.GroupName))
-		desired := r.desiredCloneSet(s, group, live)
+		pulling, err := r.pullsFirst(ctx, s, group)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("worker group %s: %w", group.GroupName, err))
+		}
+		if pulling {
+			s.announcePull(group, live)
+			s.retryAfter(imagePoll)
+		}
+		desired := r.desiredCloneSet(s, group, live, pulling)
 		wanted[desired.Name] = true
 		if live != nil {
 			s.holdRolloutUnless(status.CloneSetUpdated(live), live, desired)
@@ -54,7 +62,7 @@ func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
 	groups := s.effective.Spec.WorkerGroupSpecs
 	errs := s.inCopies(len(groups), func(i int, own *state) error {
 		group := &groups[i]
-		if err := r.reconcileWorkerGroup(ctx, own, group, nil, r.desiredCloneSet(own, group, nil)); err != nil {
+		if err := r.reconcileWorkerGroup(ctx, own, group, nil, r.desiredCloneSet(own, group, nil, false)); err != nil {
 			return fmt.Errorf("worker group %s: %w", group.GroupName, err)
 		}
 		return nil
@@ -63,12 +71,13 @@ func (r *Reconciler) createWorkerGroups(ctx context.Context, s *state) error {
 }
 
 // desiredCloneSet is the CloneSet kray wants for group, given its live one (nil when missing). A held
-// RollingUpdate pauses only a group that has pods to update: one whose CloneSet is missing (its pods will be
-// new) or already runs the group's current spec unpaused is left as it is, so that creating a cluster or a
-// restart of an earlier group's pod writes nothing to it.
-func (r *Reconciler) desiredCloneSet(s *state, group *rayv1.WorkerGroupSpec, live *kruisev1alpha1.CloneSet) *kruisev1alpha1.CloneSet {
+// RollingUpdate (an earlier group still updating, or this group's new image still being pulled: pulling)
+// pauses only a group that has pods to update: one whose CloneSet is missing (its pods will be new) or already
+// runs the group's current spec unpaused is left as it is, so that creating a cluster or a restart of an
+// earlier group's pod writes nothing to it.
+func (r *Reconciler) desiredCloneSet(s *state, group *rayv1.WorkerGroupSpec, live *kruisev1alpha1.CloneSet, pulling bool) *kruisev1alpha1.CloneSet {
 	free := builder.WorkerCloneSet(s.effective, group, s.options, false)
-	if !s.rolloutHeld || live == nil || live.Annotations[constants.AnnotationSpecHash] == free.Annotations[constants.AnnotationSpecHash] {
+	if !(s.rolloutHeld || pulling) || live == nil || live.Annotations[constants.AnnotationSpecHash] == free.Annotations[constants.AnnotationSpecHash] {
 		return free
 	}
 	return builder.WorkerCloneSet(s.effective, group, s.options, true)
