@@ -10,15 +10,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +30,7 @@ import (
 	rayv1 "github.com/kray-project/kray/api/v1"
 	"github.com/kray-project/kray/internal/controller/raycluster"
 	"github.com/kray-project/kray/pkg/constants"
+	"github.com/kray-project/kray/pkg/imageref"
 )
 
 // The kind cluster's registry (hack/kind.sh): pods pull from it as KRAY_KIND_REGISTRY, this host pushes to it at
@@ -172,10 +177,15 @@ func registryDo(t *testing.T, method, u, contentType string, body []byte, want i
 	return out
 }
 
+// registryLimit lets one test at a time limit the registry.
+var registryLimit sync.Mutex
+
 // limitRegistry makes the kind cluster's registry send at most rate (tc's token bucket on its interface) until
-// the test ends.
+// the test ends; a test that limits it meanwhile waits for that end.
 func limitRegistry(t *testing.T, rate string) {
 	t.Helper()
+	registryLimit.Lock()
+	t.Cleanup(registryLimit.Unlock)
 	container, _, _ := strings.Cut(os.Getenv("KRAY_KIND_REGISTRY"), ":")
 	tc := func(args ...string) {
 		out, err := exec.Command("docker", append([]string{"exec", container, "tc", "qdisc"}, args...)...).CombinedOutput()
@@ -263,4 +273,121 @@ func TestKindImagePulledFromTheRegistry(t *testing.T) {
 	g.Expect(present).To(HaveLen(1), "the kubelet found the new image on the node")
 	g.Expect(eventMessages(g, rc, raycluster.EventDrainingWorker)).To(HaveLen(1))
 	t.Logf("%s: %s", worker.Name, present[0])
+}
+
+// An image change under RollingUpdate with workerDrain, kray.io/image-prepull unset, on a busy cluster whose two
+// workers run on both nodes, to an image the registry sends at 1 MB/s: kray pulls it onto both nodes with an
+// ImagePullJob of the update's own while the group's CloneSet stays paused, so Kruise holds no worker (not
+// ready, PreparingUpdate) before the worker's node reports the image pulled; each worker then drains, finishes
+// its task, and restarts in place on an image already there. No task is killed.
+func TestKindImageChangePullsBeforeAnyWorkerIsHeld(t *testing.T) {
+	requireKind(t)
+	t.Parallel()
+	g := NewWithT(t)
+	ns := kindNamespace(t)
+	image := pushImageOfItsOwn(t, "2.46.0", "held-"+ns, 1<<20)
+	rc := kindRayCluster(ns, "held", 2)
+	rc.Spec.HeadGroupSpec.RayStartParams["num-cpus"] = "0"
+	withUpgrade(rc, rayv1.RayClusterRollingUpdate, 300)
+	w := &rc.Spec.WorkerGroupSpecs[0]
+	w.Template.Spec.Containers[0].Image = image
+	w.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{constants.LabelCluster: rc.Name, constants.LabelGroup: w.GroupName}},
+	}}
+	create(t, rc)
+	waitKindReady(t, rc, 2)
+	workers := allWorkers(g, rc)
+	nodeOf := map[string]string{}
+	for _, p := range workers {
+		nodeOf[p.Name] = p.Spec.NodeName
+	}
+	g.Expect(slices.Compact(slices.Sorted(maps.Values(nodeOf)))).To(HaveLen(2), "the workers run on both nodes")
+	head := headPod(g, rc)
+	rayTasks(t, head, "submit", "--count", "2", "--seconds", "20")
+	g.Eventually(func() int { return rayTasks(t, head, "summary").Running }, time.Minute, time.Second).Should(Equal(2))
+
+	next := pushImageOfItsOwn(t, "2.46.0", "heldnext-"+ns, 16<<20)
+	name, tag, _ := imageref.NameTag(next)
+	limitRegistry(t, "8mbit")
+	pulled := watchPulls(t, name, tag)
+	tl := watchTimeline(t, rc)
+	update(t, rc, func(c *rayv1.RayCluster) { c.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Image = next })
+	g.Eventually(func(g Gomega) {
+		for _, p := range allWorkers(g, rc) {
+			g.Expect(runsImage(&p, next) && podReady(&p)).To(BeTrue(), "pod %s runs the new image, ready", p.Name)
+		}
+	}, kindTimeout, time.Second).Should(Succeed())
+
+	// When Kruise first held each worker, by its own record on the pod, against when its node reported the
+	// image pulled.
+	held := map[string]time.Time{}
+	tl.replay(func(_ int, alive map[string]*corev1.Pod) {
+		for _, p := range alive {
+			if _, seen := held[p.Name]; !seen && p.Labels[constants.LabelKruiseLifecycleState] == constants.KruiseStatePreparingUpdate {
+				at, err := time.Parse(time.RFC3339, p.Annotations[constants.AnnotationKruiseLifecycleTimestamp])
+				g.Expect(err).NotTo(HaveOccurred(), "pod %s's hold time", p.Name)
+				held[p.Name] = at
+			}
+		}
+	})
+	g.Expect(held).To(HaveLen(2), "each worker held for its update")
+	at := pulled()
+	for pod, node := range nodeOf {
+		g.Expect(at).To(HaveKey(node), "node %s reported %s pulled", node, next)
+		g.Expect(held[pod]).NotTo(BeTemporally("<", at[node]), "pod %s held at %s, before its node %s had the image (%s)", pod, held[pod], node, at[node])
+		t.Logf("%s: image on node %s at %s, held at %s", pod, node, at[node].Format(time.TimeOnly), held[pod].Format(time.TimeOnly))
+	}
+	for _, p := range workers {
+		var pulledAtRestart []string
+		for _, msg := range eventMessages(g, &p, "Pulled") {
+			if strings.Contains(msg, fmt.Sprintf("pulled image %q", next)) {
+				pulledAtRestart = append(pulledAtRestart, msg)
+			}
+		}
+		g.Expect(pulledAtRestart).To(BeEmpty(), "pod %s: the kubelet pulled the new image at the restart", p.Name)
+	}
+	g.Expect(eventMessages(g, rc, raycluster.EventAwaitingImage)).To(HaveLen(1))
+	g.Eventually(func(g Gomega) {
+		c := rayTasks(t, head, "summary")
+		g.Expect(c.Completed).To(Equal(2), "%+v", c)
+		g.Expect(c.Killed).To(BeZero(), "%+v", c)
+		g.Expect(c.LostSeconds).To(BeZero(), "%+v", c)
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Expect(uids(allWorkers(g, rc))).To(Equal(uids(workers)), "updated in place")
+}
+
+// watchPulls records, from a watch of the NodeImages started now, when each node first reported name:tag
+// pulled (its kruise-daemon's completion time).
+func watchPulls(t *testing.T, name, tag string) func() map[string]time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := watcher.Watch(ctx, &kruisev1alpha1.NodeImageList{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); w.Stop() })
+	var mu sync.Mutex
+	at := map[string]time.Time{}
+	go func() {
+		for e := range w.ResultChan() {
+			ni, ok := e.Object.(*kruisev1alpha1.NodeImage)
+			if !ok {
+				continue
+			}
+			for _, s := range ni.Status.ImageStatuses[name].Tags {
+				mu.Lock()
+				if _, seen := at[ni.Name]; !seen && s.Tag == tag && s.Phase == kruisev1alpha1.ImagePhaseSucceeded && s.CompletionTime != nil {
+					at[ni.Name] = s.CompletionTime.Time
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() map[string]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(at)
+	}
 }
