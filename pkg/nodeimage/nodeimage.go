@@ -12,7 +12,7 @@ import (
 // node is taken to have no kruise-daemon: a running daemon reports a queued tag Waiting or Pulling within
 // seconds, while kruise-manager keeps a NodeImage for every Ready node, daemon or not, and marks an unanswered
 // tag Failed only after 10 minutes.
-const Unanswered = 30 * time.Second
+const Unanswered = 15 * time.Second
 
 // Awaited reports whether, at now, a pull of name:tag onto the node of ni is under way or about to start:
 //   - no NodeImage (no kruise-daemon on the node, or it may not be read): no;
