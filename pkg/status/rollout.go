@@ -19,11 +19,17 @@ import (
 )
 
 // HeadSetUpdated reports whether the head StatefulSet's pods run its current template: Kruise has observed
-// its latest spec and every replica is at the update revision and ready.
-func HeadSetUpdated(sts *kruisev1beta1.StatefulSet) bool {
+// its latest spec, counts every replica at the update revision and ready, and so do the head pods themselves,
+// Kruise's InPlaceUpdateReady included. The pods are checked because an Advanced StatefulSet counts a pod
+// updated and ready from its revision label and its Ready condition alone: an in-place update changes the
+// label at once, while Ready turns False only when the kubelet sees the restart.
+func HeadSetUpdated(sts *kruisev1beta1.StatefulSet, pods []corev1.Pod) bool {
 	want := ptr.Deref(sts.Spec.Replicas, 1)
-	return sts.Status.ObservedGeneration >= sts.Generation &&
-		sts.Status.UpdatedReplicas >= want && sts.Status.UpdatedReadyReplicas >= want
+	if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdatedReplicas < want || sts.Status.UpdatedReadyReplicas < want {
+		return false
+	}
+	p := groupProgress(constants.HeadGroupName, constants.NodeTypeHead, pods, sts.Status.UpdateRevision, want)
+	return p.Replicas == p.UpdatedReadyReplicas && p.UpdatedReadyReplicas >= want
 }
 
 // CloneSetUpdated reports whether a CloneSet's update reached its target: Kruise has observed its latest
@@ -125,11 +131,22 @@ func groupProgress(group, nodeType string, pods []corev1.Pod, updateRevision str
 			continue
 		}
 		p.UpdatedReplicas++
-		if PodReady(pod) {
+		if PodReady(pod) && inPlaceUpdateReady(pod) {
 			p.UpdatedReadyReplicas++
 		}
 	}
 	return p
+}
+
+// inPlaceUpdateReady reports whether Kruise's InPlaceUpdateReady condition of the pod is not False: Kruise
+// sets it False before it updates a pod in place, and True once the update is done.
+func inPlaceUpdateReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == constants.ReadinessGateInPlaceUpdate {
+			return c.Status != corev1.ConditionFalse
+		}
+	}
+	return true
 }
 
 // atRevision reports whether a pod's controller-revision-hash label names revision, in full or by the hash

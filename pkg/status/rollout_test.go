@@ -23,8 +23,18 @@ func headSet(generation, observed int64, updated, updatedReady int32) *kruisev1b
 	return &kruisev1beta1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Generation: generation},
 		Spec:       kruisev1beta1.StatefulSetSpec{Replicas: ptr.To[int32](1)},
-		Status:     kruisev1beta1.StatefulSetStatus{ObservedGeneration: observed, Replicas: 1, UpdatedReplicas: updated, UpdatedReadyReplicas: updatedReady},
+		Status:     kruisev1beta1.StatefulSetStatus{ObservedGeneration: observed, Replicas: 1, UpdatedReplicas: updated, UpdatedReadyReplicas: updatedReady, UpdateRevision: "r2"},
 	}
+}
+
+// headAt is a head pod at revision, ready or not, with Kruise's InPlaceUpdateReady condition at inPlace
+// (none when empty), beside a worker; the head StatefulSet of headSet updates to r2.
+func headAt(revision string, ready bool, inPlace corev1.ConditionStatus) []corev1.Pod {
+	head := revPod("rc-head-0", constants.NodeTypeHead, constants.HeadGroupName, revision, ready)
+	if inPlace != "" {
+		head.Status.Conditions = append(head.Status.Conditions, corev1.PodCondition{Type: constants.ReadinessGateInPlaceUpdate, Status: inPlace})
+	}
+	return []corev1.Pod{head, revPod("w0", constants.NodeTypeWorker, "g", "r1", true)}
 }
 
 func cloneSet(group string, generation, observed int64, replicas, target, updated, updatedReady int32) kruisev1alpha1.CloneSet {
@@ -41,9 +51,15 @@ func TestWorkloadUpdated(t *testing.T) {
 		got  bool
 		want bool
 	}{
-		{"head updated and ready", HeadSetUpdated(headSet(2, 2, 1, 1)), true},
-		{"head spec not observed yet", HeadSetUpdated(headSet(3, 2, 1, 1)), false},
-		{"head updated, not ready", HeadSetUpdated(headSet(2, 2, 1, 0)), false},
+		{"head updated and ready", HeadSetUpdated(headSet(2, 2, 1, 1), headAt("r2", true, "")), true},
+		{"head updated and ready, its in-place update done", HeadSetUpdated(headSet(2, 2, 1, 1), headAt("r2", true, corev1.ConditionTrue)), true},
+		{"head spec not observed yet", HeadSetUpdated(headSet(3, 2, 1, 1), headAt("r2", true, "")), false},
+		{"head updated, not ready", HeadSetUpdated(headSet(2, 2, 1, 0), headAt("r2", true, "")), false},
+		// Kruise counts the pod from its label and a Ready condition the kubelet has not turned False yet.
+		{"head pod relabelled for an in-place update not done yet", HeadSetUpdated(headSet(2, 2, 1, 1), headAt("r2", true, corev1.ConditionFalse)), false},
+		{"head pod at the old revision", HeadSetUpdated(headSet(2, 2, 1, 1), headAt("r1", true, "")), false},
+		{"head pod not ready", HeadSetUpdated(headSet(2, 2, 1, 1), headAt("r2", false, "")), false},
+		{"no head pod", HeadSetUpdated(headSet(2, 2, 1, 1), nil), false},
 		{"group at target", CloneSetUpdated(ptr.To(cloneSet("g", 4, 4, 4, 3, 3, 3))), true},
 		{"group below target", CloneSetUpdated(ptr.To(cloneSet("g", 4, 4, 4, 4, 3, 3))), false},
 		{"group spec not observed yet", CloneSetUpdated(ptr.To(cloneSet("g", 5, 4, 4, 4, 4, 4))), false},

@@ -312,7 +312,7 @@ func revision(w client.Object) string {
 	return w.GetName() + "-" + w.GetAnnotations()[constants.AnnotationSpecHash]
 }
 
-// ownPods makes its pods match replicas and podsToDelete; new pods are at revision.
+// ownPods makes its pods match replicas and podsToDelete, at revision: new pods, and kept ones updated in place.
 func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec, revision string, replicas int32, toDelete []string, name func(int) string) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -343,6 +343,20 @@ func (e *env) ownPods(w client.Object, kind string, tmpl corev1.PodTemplateSpec,
 		keep = keep[:len(keep)-1]
 	}
 	live = keep
+	for i := range live {
+		// Kruise updates the pods it keeps to revision (in place, as kray's RollingUpdate asks).
+		if p := &live[i]; p.Labels[appsv1.ControllerRevisionHashLabelKey] != revision {
+			p.Labels[appsv1.ControllerRevisionHashLabelKey] = revision
+			for c := range p.Spec.Containers {
+				if c < len(tmpl.Spec.Containers) {
+					p.Spec.Containers[c].Image = tmpl.Spec.Containers[c].Image
+				}
+			}
+			if err := e.api.Update(ctx, p); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
 	for n := 0; int32(len(live)) < replicas; n++ {
 		p := podFromTemplate(w, kind, tmpl, revision, name(n))
 		if err := e.api.Create(ctx, p); err != nil {

@@ -33,7 +33,7 @@ func (r *Reconciler) reconcileHeadStatefulSet(ctx context.Context, s *state) err
 	if !ownedBy(live, s.rc) {
 		return notOwnedError("StatefulSet", live.Name)
 	}
-	s.holdRolloutUnless(status.HeadSetUpdated(live), live, desired)
+	s.holdRolloutUnless(status.HeadSetUpdated(live, s.children.pods), live, desired)
 	if !headSetDiffers(live, desired) {
 		return nil
 	}

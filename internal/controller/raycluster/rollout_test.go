@@ -9,6 +9,7 @@ import (
 
 	kruisev1alpha1 "github.com/openkruise/kruise-api/apps/v1alpha1"
 	kruisev1beta1 "github.com/openkruise/kruise-api/apps/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	rayv1 "github.com/kray-project/kray/api/v1"
@@ -148,5 +149,46 @@ func TestRollingUpdateHoldsNothingWithoutAnUpdate(t *testing.T) {
 		if e.cloneSet(rc, group).Spec.UpdateStrategy.Paused {
 			t.Errorf("group %s paused without an update", group)
 		}
+	}
+}
+
+// A head pod that Kruise has relabelled for an in-place update it has not finished (InPlaceUpdateReady False,
+// the kubelet not yet reporting the restart, so Ready is still True and the StatefulSet counts the pod updated
+// and ready) holds every worker group: they roll only once the head's update is done.
+func TestRollingUpdateWaitsForTheHeadPodNotItsStatefulSetsCount(t *testing.T) {
+	rc := cluster("c").group("first", 2).with(func(rc *rayv1.RayCluster) {
+		rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterRollingUpdate)}
+	}).obj()
+	e := newEnv(t, rc)
+	e.converge(rc)
+	e.rollImage(rc)
+	e.updateSpec(rc, func(c *rayv1.RayCluster) { c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = newImage })
+	e.mustReconcile(rc)
+	e.playKruiseFor(rc, names.HeadStatefulSet(rc.Name))
+	head := e.get(&corev1.Pod{}, names.HeadPod(rc.Name)).(*corev1.Pod)
+	for i, c := range head.Status.Conditions {
+		if c.Type == constants.ReadinessGateInPlaceUpdate {
+			head.Status.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+	if err := e.api.Status().Update(context.Background(), head); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(rc)
+	if !e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused {
+		t.Fatal("the group rolls while the head's in-place update is not done")
+	}
+	head = e.get(&corev1.Pod{}, names.HeadPod(rc.Name)).(*corev1.Pod)
+	for i, c := range head.Status.Conditions {
+		if c.Type == constants.ReadinessGateInPlaceUpdate {
+			head.Status.Conditions[i].Status = corev1.ConditionTrue
+		}
+	}
+	if err := e.api.Status().Update(context.Background(), head); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReconcile(rc)
+	if e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused {
+		t.Error("the head's update is done, and the group is still held")
 	}
 }
