@@ -165,30 +165,28 @@ func TestRollingUpdateWaitsForTheHeadPodNotItsStatefulSetsCount(t *testing.T) {
 	e.updateSpec(rc, func(c *rayv1.RayCluster) { c.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image = newImage })
 	e.mustReconcile(rc)
 	e.playKruiseFor(rc, names.HeadStatefulSet(rc.Name))
-	head := e.get(&corev1.Pod{}, names.HeadPod(rc.Name)).(*corev1.Pod)
-	for i, c := range head.Status.Conditions {
-		if c.Type == constants.ReadinessGateInPlaceUpdate {
-			head.Status.Conditions[i].Status = corev1.ConditionFalse
-		}
-	}
-	if err := e.api.Status().Update(context.Background(), head); err != nil {
-		t.Fatal(err)
-	}
+	e.setHeadInPlaceUpdateReady(rc, corev1.ConditionFalse)
 	e.mustReconcile(rc)
 	if !e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused {
 		t.Fatal("the group rolls while the head's in-place update is not done")
 	}
-	head = e.get(&corev1.Pod{}, names.HeadPod(rc.Name)).(*corev1.Pod)
-	for i, c := range head.Status.Conditions {
-		if c.Type == constants.ReadinessGateInPlaceUpdate {
-			head.Status.Conditions[i].Status = corev1.ConditionTrue
-		}
-	}
-	if err := e.api.Status().Update(context.Background(), head); err != nil {
-		t.Fatal(err)
-	}
+	e.setHeadInPlaceUpdateReady(rc, corev1.ConditionTrue)
 	e.mustReconcile(rc)
 	if e.cloneSet(rc, "first").Spec.UpdateStrategy.Paused {
 		t.Error("the head's update is done, and the group is still held")
+	}
+}
+
+// setHeadInPlaceUpdateReady sets Kruise's InPlaceUpdateReady condition of rc's head pod to status.
+func (e *env) setHeadInPlaceUpdateReady(rc *rayv1.RayCluster, status corev1.ConditionStatus) {
+	e.t.Helper()
+	head := e.get(&corev1.Pod{}, names.HeadPod(rc.Name)).(*corev1.Pod)
+	for i, c := range head.Status.Conditions {
+		if c.Type == constants.ReadinessGateInPlaceUpdate {
+			head.Status.Conditions[i].Status = status
+		}
+	}
+	if err := e.api.Status().Update(context.Background(), head); err != nil {
+		e.t.Fatal(err)
 	}
 }
